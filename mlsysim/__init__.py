@@ -1,0 +1,30 @@
+"""mlsysim: first-principles models of what bounds an ML system.
+
+``import mlsysim as ms`` gives the solvers and registries; the presentation
+layers (``ms.plots``, ``ms.widgets``, ``ms.exercises``) and the validation
+cases (``ms.validation``) load on first use so that the import stays fast.
+"""
+from importlib import import_module
+
+from . import units
+from .errors import InfeasibleError, MlsysimError, UnknownNameError
+from .optimizers import Optimizer, TrainingState, training_state
+from .registry import cluster, fabric, grid, hardware, model, node, optimizer, zoo
+from .roofline import Roofline, crossover_batch, pass_cost, roofline
+from .systems import Cluster, Fabric, Grid, Hardware, Node
+from .units import fmt
+from .workloads import CNN, Transformer
+
+# --- one line per solver module; keep the blank lines between them -------
+
+__version__ = "0.1.0"
+
+_LAZY = {"plots", "widgets", "exercises", "validation", "measure"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        module = import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'mlsysim' has no attribute {name!r}")
