@@ -12,6 +12,7 @@ from .optimizers import Optimizer, TrainingState, training_state
 from .registry import cluster, fabric, grid, hardware, model, node, optimizer, zoo
 from .roofline import Roofline, crossover_batch, pass_cost, roofline
 from .systems import Cluster, Fabric, Grid, Hardware, Node
+from .tables import Table, table
 from .units import fmt
 from .workloads import CNN, Transformer
 

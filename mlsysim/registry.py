@@ -9,6 +9,7 @@ here and nowhere else.
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from .errors import MlsysimError, UnknownNameError
@@ -24,11 +25,25 @@ def _key(name: str) -> str:
     return str(name).strip().lower().replace("_", "-").replace(" ", "-")
 
 
+_EXPONENT = re.compile(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+")
+
+
+def _floats(node):
+    """YAML 1.1 reads 6.7e9 (no dot, no sign) as text; turn such strings into floats."""
+    if isinstance(node, dict):
+        return {k: _floats(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_floats(v) for v in node]
+    if isinstance(node, str) and _EXPONENT.fullmatch(node):
+        return float(node)
+    return node
+
+
 def _read(filename: str):
     import yaml
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with open(DATA / filename, encoding="utf-8") as f:
-        return yaml.load(f, Loader=loader)
+        return _floats(yaml.load(f, Loader=loader))
 
 
 class _Table:

@@ -331,8 +331,8 @@ def roofline(workload, hardware, batch=1, precision="bf16", phase: str | None = 
     if np.ndim(feasible) == 0:
         if not feasible:
             raise InfeasibleError(
-                f"{m.name} {phase} at batch {np.asarray(batch).item():g} needs {fmt(values['footprint_B'], 'B')} "
-                f"of memory but {hws[0].name} has {fmt(hws[0].memory_B, 'B')}")
+                f"{m.name} {phase} at batch {np.asarray(batch).item():g} needs {fmt(values['footprint_B'], 'B', 4)} "
+                f"of memory but {hws[0].name} has {fmt(hws[0].memory_B, 'B', 4)}")
         values = {k: float(v) for k, v in values.items()}
         feasible = True
     elif not np.all(feasible):
@@ -353,7 +353,7 @@ def crossover_batch(workload, hardware, precision: str = "bf16", context_tokens=
 
     >>> import mlsysim as ms
     >>> ms.crossover_batch("llama-3-8b", "h100")   # near the ridge, 295 FLOP/B
-    299
+    304
     """
     hw, eff, mem_eff = _hardware(hardware), kw.pop("efficiency", 1.0), kw.pop("mem_efficiency", 1.0)
 

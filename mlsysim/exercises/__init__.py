@@ -1,0 +1,85 @@
+"""Checked exercises: ``check("NN.k", answer)`` prints feedback and returns True or False.
+
+Each notebook's exercises live in ``exercises/nbNN.py`` as a list ``EXERCISES``
+of :class:`Exercise` records. The expected answer is computed by the package
+when it is checked (never typed), so it cannot drift from the solvers; a
+numeric answer is accepted within a relative tolerance, a text answer when it
+matches one of the accepted words (case and spacing ignored).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Callable
+
+from ..errors import UnknownNameError
+from ..units import fmt
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: ``expected()`` computes the answer; ``unit`` formats numbers with :func:`fmt`."""
+
+    id: str
+    question: str
+    expected: Callable[[], object]
+    rtol: float = 0.02
+    unit: str = ""
+    hint: str = ""
+
+
+def _registry(notebook: str) -> dict[str, Exercise]:
+    try:
+        module = import_module(f"{__name__}.nb{notebook}")
+    except ModuleNotFoundError:
+        raise UnknownNameError("notebook for exercises", notebook, []) from None
+    return {e.id: e for e in module.EXERCISES}
+
+
+def get(exercise_id: str) -> Exercise:
+    """The :class:`Exercise` with this id (``"00.1"`` is notebook 00, exercise 1)."""
+    table = _registry(str(exercise_id).split(".")[0])
+    if exercise_id not in table:
+        raise UnknownNameError("exercise", exercise_id, table)
+    return table[exercise_id]
+
+
+def _show(value, unit: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return repr(value)
+    return fmt(value, unit) if unit else f"{value:.4g}"
+
+
+def _norm(text) -> str:
+    return " ".join(str(text).lower().replace("-", " ").replace("_", " ").split())
+
+
+def is_correct(exercise: Exercise, answer) -> bool:
+    expected = exercise.expected()
+    if isinstance(expected, bool):
+        return isinstance(answer, bool) and answer == expected
+    if isinstance(expected, str):
+        return _norm(answer) == _norm(expected)
+    if isinstance(expected, (tuple, list, set, frozenset)):
+        return _norm(answer) in {_norm(x) for x in expected}
+    try:
+        a = float(answer)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(a) and math.isclose(a, float(expected), rel_tol=exercise.rtol, abs_tol=1e-12)
+
+
+def check(exercise_id: str, answer) -> bool:
+    """Print whether ``answer`` is right (within the exercise's tolerance) and return it as a bool."""
+    ex = get(exercise_id)
+    ok = is_correct(ex, answer)
+    if ok:
+        print(f"✅ {exercise_id} correct: {_show(answer, ex.unit)}")
+    else:
+        tol = f" (accepted within ±{ex.rtol:.0%})" if isinstance(ex.expected(), (int, float)) and not \
+            isinstance(ex.expected(), bool) else ""
+        print(f"❌ {exercise_id} not yet: your answer is {_show(answer, ex.unit)}{tol}.")
+        if ex.hint:
+            print(f"   Hint: {ex.hint}")
+    return ok

@@ -1,0 +1,79 @@
+"""Validation cases: the package's predictions next to published measurements.
+
+Each area keeps its cases in ``validation/<area>.py`` as a list ``CASES`` of
+:class:`Case` records. The test suite asserts every case; the book's accuracy
+chapter runs the same list to draw its table and parity plot, so nothing in
+that chapter is typed by hand.
+
+Two kinds of case:
+
+* ``"estimate"`` — passes when |predicted / published − 1| ≤ ``tolerance``.
+* ``"bound"`` — the model gives a physical limit (a roofline time can only be
+  beaten by a faster machine). ``direction="lower"`` means the prediction must
+  not exceed the published value, ``"upper"`` that it must not fall below it;
+  ``tolerance`` is then the largest gap between the bound and reality that
+  the case accepts.
+"""
+from __future__ import annotations
+
+import pkgutil
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+from typing import Callable
+
+
+def areas() -> list[str]:
+    """Names of the case modules in this package, sorted."""
+    return sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]))
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    area: str
+    title: str
+    published: float
+    unit: str
+    predict: Callable[[], float]
+    tolerance: float
+    source: str
+    kind: str = "estimate"       # or "bound"
+    direction: str = ""          # for bounds: "lower" (prediction ≤ published) or "upper"
+    note: str = ""               # why the model and reality differ, where they do
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: Case
+    predicted: float
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted / self.case.published
+
+    @property
+    def error(self) -> float:
+        return self.ratio - 1.0
+
+    @property
+    def passed(self) -> bool:
+        c = self.case
+        if c.kind == "estimate":
+            return abs(self.error) <= c.tolerance
+        gap = 1.0 - min(self.ratio, 1 / self.ratio)
+        side_ok = self.ratio <= 1.0 + 1e-9 if c.direction == "lower" else self.ratio >= 1.0 - 1e-9
+        return side_ok and gap <= c.tolerance
+
+
+def cases(selected_areas=None) -> list[Case]:
+    """Every validation case of the given areas (all by default), in a stable order."""
+    out = []
+    for area in selected_areas or areas():
+        out += import_module(f"{__name__}.{area}").CASES
+    return out
+
+
+def run(selected=None) -> list[Outcome]:
+    """Evaluate cases (all by default) and return their outcomes."""
+    return [Outcome(c, float(c.predict())) for c in (selected if selected is not None else cases())]

@@ -1,0 +1,3 @@
+import matplotlib
+
+matplotlib.use("Agg")  # figures in tests are built, never shown

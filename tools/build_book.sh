@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Build the static site into _build/html, offline, with warnings as errors.
+# 1. Fetch the widget manager, require.js and MathJax from npm (pinned by book/assets/package-lock.json)
+#    and copy the files the pages load into book/_vendor (ignored by git).
+# 2. Run Jupyter Book; every notebook is executed and any warning fails the build.
+# Without npm the site still builds, loading those scripts from public CDNs (fine for online readers).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+vendor=book/_vendor/vendor
+config=_config.yml
+if command -v npm >/dev/null 2>&1; then
+  (cd book/assets && npm ci --no-progress --ignore-scripts --loglevel=error)
+  rm -rf book/_vendor && mkdir -p "$vendor/mathjax/output/chtml"
+  cp book/assets/node_modules/requirejs/require.js "$vendor/"
+  cp -r book/assets/node_modules/@jupyter-widgets/html-manager/dist/. "$vendor/"
+  rm -f "$vendor"/*.map
+  cp book/assets/node_modules/mathjax/es5/tex-mml-chtml.js "$vendor/mathjax/"
+  cp -r book/assets/node_modules/mathjax/es5/output/chtml/fonts "$vendor/mathjax/output/chtml/"
+else
+  echo "build_book: npm not found - offline assets skipped; the site will load MathJax and widgets from CDNs" >&2
+  config=$(mktemp --suffix=.yml)
+  python - "$config" <<'PY'
+import sys, yaml
+cfg = yaml.safe_load(open("_config.yml"))
+for key in ("html_static_path", "mathjax_path", "nb_ipywidgets_js"):
+    cfg["sphinx"]["config"].pop(key, None)
+yaml.safe_dump(cfg, open(sys.argv[1], "w"))
+PY
+fi
+jupyter-book build --all -W -n --keep-going --config "$config" .
