@@ -16,7 +16,34 @@ from .tables import Table, table
 from .units import fmt
 from .workloads import CNN, Transformer
 
-# --- one line per solver module; keep the blank lines between them -------
+# --- one import line per solver module; keep the blank lines between them ---
+# serving (notebooks 02, 03)
+
+# datapipe (04)
+
+# quantization (05)
+
+# memory (06, 11)
+
+# collectives (06)
+
+# parallel (06, 11)
+
+# reliability (06, 11)
+
+# checkpoint (06, 11)
+
+# sustainability (07)
+
+# economics (07, 08)
+
+# reasoning (08)
+
+# sensitivity (09)
+
+# wafer (10)
+
+# audit (11)
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,7 @@
 """Checked exercises: ``check("NN.k", answer)`` prints feedback and returns True or False.
 
-Each notebook's exercises live in ``exercises/nbNN.py`` as a list ``EXERCISES``
-of :class:`Exercise` records. The expected answer is computed by the package
+Each notebook's exercises live in ``exercises/nbNN.py`` (or several modules
+``nbNN_<part>.py``) as a list ``EXERCISES`` of :class:`Exercise` records. The expected answer is computed by the package
 when it is checked (never typed), so it cannot drift from the solvers; a
 numeric answer is accepted within a relative tolerance, a text answer when it
 matches one of the accepted words (case and spacing ignored).
@@ -9,7 +9,9 @@ matches one of the accepted words (case and spacing ignored).
 from __future__ import annotations
 
 import math
+import pkgutil
 from dataclasses import dataclass
+from pathlib import Path
 from importlib import import_module
 from typing import Callable
 
@@ -29,12 +31,18 @@ class Exercise:
     hint: str = ""
 
 
+def _modules(notebook: str) -> list[str]:
+    here = Path(__file__).parent
+    return sorted(m.name for m in pkgutil.iter_modules([str(here)])
+                  if m.name == f"nb{notebook}" or m.name.startswith(f"nb{notebook}_"))
+
+
 def _registry(notebook: str) -> dict[str, Exercise]:
-    try:
-        module = import_module(f"{__name__}.nb{notebook}")
-    except ModuleNotFoundError:
-        raise UnknownNameError("notebook for exercises", notebook, []) from None
-    return {e.id: e for e in module.EXERCISES}
+    names = _modules(notebook)
+    if not names:
+        known = sorted({m.name[2:4] for m in pkgutil.iter_modules([str(Path(__file__).parent)])})
+        raise UnknownNameError("notebook for exercises", notebook, known)
+    return {e.id: e for name in names for e in import_module(f"{__name__}.{name}").EXERCISES}
 
 
 def get(exercise_id: str) -> Exercise:
