@@ -19,9 +19,10 @@ from .workloads import CNN, Transformer
 # --- one import line per solver module; keep the blank lines between them ---
 # serving (notebooks 02, 03)
 
-# datapipe (04)
+from .datapipe import DataPipe, datapipe, host, pipeline, pipelines_table, storage_table, storage_tier
 
-# quantization (05)
+from .quantization import (Quantized, accuracy_table, precision_table, quant_scheme, quantized,
+                           quantized_footprint, weight_bytes_per_param)
 
 # memory (06, 11)
 
