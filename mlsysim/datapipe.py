@@ -380,7 +380,7 @@ def _pipeline_for(m, name) -> Pipeline:
     if name is None:
         name = "imagenet-ffcv" if isinstance(m, CNN) else "tokens"
     p = pipeline(name)
-    want = "image" if isinstance(m, CNN) else "tokens"
+    want = "image" if isinstance(m, CNN) else "token"
     if isinstance(m, Transformer) != (p.kind == "tokens"):
-        raise MlsysimError(f"{m.name} needs a {want} pipeline; {p.name!r} carries {p.kind}")
+        raise MlsysimError(f"{m.name} needs a pipeline of {want}s; {p.name!r} carries {p.kind}s")
     return p

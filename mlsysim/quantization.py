@@ -281,6 +281,11 @@ class Footprint:
         return self.footprint_B <= self.capacity_B
 
     @property
+    def other_B(self):
+        """Everything but weights and KV cache (the live activations of the step)."""
+        return self.footprint_B - self.weights_B - self.kv_B
+
+    @property
     def headroom_B(self):
         """Memory left over (negative when it does not fit)."""
         return self.capacity_B - self.footprint_B
