@@ -216,6 +216,7 @@ class DataPipe:
     accelerator_sps: object
     delivered_sps: object
     step_s: object                # roofline time of one training step at batch b
+    step_flops: object            # FLOP of that step (forward + backward)
     per_worker_sps: object
     workers_needed: object
     feasible: object
@@ -240,6 +241,11 @@ class DataPipe:
     def input_Bps(self):
         """Storage read rate at the delivered throughput, bytes per second."""
         return self.delivered_sps * self.sample_B
+
+    @property
+    def flop_per_input_byte(self):
+        """Training FLOP spent per byte read from storage: how much work each input byte buys."""
+        return self.step_flops / (self.batch * self.sample_B)
 
     @property
     def stages(self) -> dict:
@@ -272,6 +278,8 @@ class DataPipe:
         rows = self.rows()
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
@@ -371,7 +379,7 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
     return DataPipe(workload=m.name, hardware=hw.name, pipeline=p.name, storage=tier.name, batch=r.batch,
                     workers=workers, tokens_per_sample=tokens, sample_B=sample_B, device_B=device_B,
                     storage_sps=storage_sps, cpu_sps=cpu_sps, link_sps=link_sps, accelerator_sps=acc_sps,
-                    delivered_sps=delivered, step_s=r.time_s, per_worker_sps=per_worker,
+                    delivered_sps=delivered, step_s=r.time_s, step_flops=r.flops, per_worker_sps=per_worker,
                     workers_needed=0.0 if math.isinf(per_worker) else needed, feasible=feasible,
                     reason=r.reason)
 

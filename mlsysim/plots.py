@@ -135,6 +135,22 @@ def pipeline_stages(result, ax=None, title: str | None = None):
     return fig
 
 
+def crossover(workers, results: dict, marks: dict | None = None, ax=None, title: str = ""):
+    """Delivered samples/s per accelerator against workers, one curve per labelled
+    :class:`~mlsysim.datapipe.DataPipe` sweep; ``marks`` maps a label to a worker count (vertical line)."""
+    fig, ax = _figure(ax)
+    for i, (label, r) in enumerate(results.items()):
+        ax.plot(workers, r.delivered_sps, "-", color=PALETTE[i % len(PALETTE)], label=label)
+    for j, (label, x) in enumerate((marks or {}).items()):
+        ax.axvline(x, color="#555555", ls=(":", "--", "-.")[j % 3], lw=1, label=label)
+    first = next(iter(results.values()))
+    ax.set_xlabel("data-loading workers (hardware threads) per accelerator")
+    ax.set_ylabel(f"{'images' if first.tokens_per_sample == 1 else 'sequences'}/s per accelerator")
+    ax.set_title(title or "Throughput rises with workers until the accelerator binds")
+    ax.legend(fontsize=8)
+    return fig
+
+
 # --- quantization (05) -----------------------------------------------------
 def footprints(results: Sequence, ax=None, title: str = ""):
     """Stacked bars of weights, KV cache and other memory of :class:`~mlsysim.quantization.Footprint`

@@ -169,6 +169,8 @@ class Quantized:
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
 
+    __repr__ = __str__
+
     def _repr_html_(self) -> str:
         cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
         return f"<table>{cells}</table>"
