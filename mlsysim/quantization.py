@@ -243,7 +243,8 @@ def quantized(workload, hardware, scheme="w4a16", baseline="bf16", phase=None, b
         try:
             passes.append(_pass(m, hw, sch, args, group_size if sch is s else None, group_B, overhead_s))
         except InfeasibleError as e:
-            raise InfeasibleError(f"{label} {sch.name}: {e}. quantized_footprint() shows what fits") from None
+            hint = ". quantized_footprint() shows what fits" if "memory" in str(e) else ""
+            raise InfeasibleError(f"{label} {sch.name}: {e}{hint}") from None
     (rq, tq, wq, fq, bq), (rb, tb, wb, fb, bb) = passes
     if rq.feasible is True and rb.feasible is True and isinstance(fq, float):
         feasible = fq <= hw.memory_B
