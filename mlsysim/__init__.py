@@ -19,7 +19,8 @@ from .workloads import CNN, Transformer
 # --- one import line per solver module; keep the blank lines between them ---
 # serving (notebooks 02, 03)
 
-from .datapipe import DataPipe, datapipe, host, pipeline, pipelines_table, storage_table, storage_tier
+from .datapipe import (DataPipe, datapipe, host, pipeline, pipelines_table, storage_table, storage_tier,
+                       stored_bytes_per_token)
 
 from .quantization import (Quantized, accuracy_table, precision_table, quant_scheme, quantized,
                            quantized_footprint, weight_bytes_per_param)

@@ -147,7 +147,7 @@ def crossover(workers, results: dict, marks: dict | None = None, ax=None, title:
     ax.set_xlabel("data-loading workers (hardware threads) per accelerator")
     ax.set_ylabel(f"{'images' if first.tokens_per_sample == 1 else 'sequences'}/s per accelerator")
     ax.set_title(title or "Throughput rises with workers until the accelerator binds")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     return fig
 
 

@@ -180,7 +180,7 @@ def datapipe_explorer(workload: str = "ResNet-50", hardware: str = "A100-80GB", 
         "workers": W.IntSlider(value=workers, min=1, max=64, description="workers", style=style),
         "batch": _log_slider("batch", batch, 0, 12),
         "efficiency": W.FloatSlider(value=efficiency, min=0.05, max=1.0, step=0.05,
-                                    description="achieved fraction", style=style),
+                                    description="efficiency", style=style),
         "seq_len": W.IntSlider(value=seq_len, min=128, max=8192, step=128, description="tokens/sample",
                                style=style),
     }
