@@ -231,6 +231,11 @@ class Checkpoint:
         return self.stall_s / (self.interval_s + self.stall_s)
 
     @property
+    def lost_fraction(self):
+        """Share of wall time lost to failures (lost work, restarts, restores): 1 − goodput − stalls."""
+        return 1.0 - self.goodput - self.overhead_fraction
+
+    @property
     def best_interval_s(self):
         """Daly's optimum for this strategy's stall, or the shortest feasible interval if longer."""
         return _maximum(self.daly_s, self.min_interval_s)

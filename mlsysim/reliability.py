@@ -151,7 +151,7 @@ def failure_breakdown(cluster, hours: float = 24.0) -> list[dict]:
     for c in components():
         n = node.accelerators if c.per == "accelerator" else 1
         rate = n / c.mttf_h
-        rows.append({"cause": c.name, "per": c.per, "MTTF per unit": fmt(c.mttf_h * hour, "s"),
+        rows.append({"cause": c.name, "per": c.per, "MTTF per unit (h)": f"{c.mttf_h:,.0f}",
                      "failures": rate * cluster.nodes * hours, "share": fmt(rate / total, "%")})
     return rows
 

@@ -179,7 +179,8 @@ CHECKPOINT_LAYOUTS = {"Llama-3-8B": (1, 1), "Llama-3-70B": (8, 4), "Llama-3.1-40
 def checkpoint_explorer(model: str = "Llama-3-70B", strategy: str = "async", interval_min: float = 30.0,
                         storage_GBps: float = 682.5, nodes: int = 128, node: str = "DGX-H100",
                         storage: str = "lustre") -> Explorer:
-    """Explore :func:`mlsysim.checkpoint`: interval, strategy, storage bandwidth and cluster size.
+    """Explore :func:`mlsysim.checkpoint`: interval, strategy, storage bandwidth (read and
+    write, aggregate for a file system) and cluster size (nodes of ``node``).
 
     The figure shows goodput against the interval for the chosen strategy, with the current
     interval and Daly's optimum marked; an infeasible choice (an interval shorter than the
@@ -195,7 +196,7 @@ def checkpoint_explorer(model: str = "Llama-3-70B", strategy: str = "async", int
                                          description="interval (min)", readout_format=".3g", style=style),
         "storage_GBps": W.FloatLogSlider(value=storage_GBps, base=10, min=0, max=4, step=0.05,
                                          description="storage GB/s", readout_format=".4g", style=style),
-        "nodes": _log_slider("nodes (x8 GPUs)", nodes, 2, 12),
+        "nodes": _log_slider("nodes", nodes, 2, 12),
     }
 
     last = {}
@@ -203,7 +204,7 @@ def checkpoint_explorer(model: str = "Llama-3-70B", strategy: str = "async", int
     def compute(model, strategy, interval_min, storage_GBps, nodes):
         tp, pp = CHECKPOINT_LAYOUTS[model]
         last.update(model=model, cluster=node, strategy=strategy, tp=tp, pp=pp, nodes=int(nodes),
-                    storage=storage, storage_Bps=storage_GBps * 1e9)
+                    storage=storage, storage_Bps=storage_GBps * 1e9, read_Bps=storage_GBps * 1e9)
         return checkpoint(**last, interval_s=interval_min * 60.0)
 
     def render(r):

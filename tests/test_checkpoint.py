@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import mlsysim as ms
+from mlsysim.checkpoint import EXTRAS_PER_RANK_B
 
 C128 = ms.cluster("dgx-h100", nodes=128)
 LAYOUT = {"llama-3-8b": (1, 1), "llama-3-70b": (8, 4), "llama-3.1-405b": (8, 16)}
@@ -40,7 +41,7 @@ def test_worked_number_and_extras():
     assert c.rank_B / 1e9 == pytest.approx(5.24, abs=0.005)
     assert c.stall_s == pytest.approx(1.53, abs=0.005)
     assert ck(strategy="async").stall_s == pytest.approx(c.d2h_s) and c.d2h_s == pytest.approx(0.082, abs=5e-4)
-    assert c.extras_B == ms.checkpoint.__globals__["EXTRAS_PER_RANK_B"] * 1024
+    assert c.extras_B == EXTRAS_PER_RANK_B * 1024
     assert c.bytes_per_param == pytest.approx(14.0)
     assert "Daly optimum" in str(c) and "<table>" in c._repr_html_()
 
@@ -63,6 +64,7 @@ def test_storage_tiers_and_override():
     slow = ck(storage_Bps=10e9)
     assert slow.storage_write_s == pytest.approx(slow.size_B / 10e9)
     assert ms.storage_tier("s3").write_s(1e15, 1e10) == pytest.approx(1e10 / 12.5e9)
+    assert ck(read_Bps=10e9).restore_s > ck().restore_s + ck().size_B / 10e9 - ck().size_B / 1e12 - 1e-9
 
 
 def test_megatron_and_opt_cases():
