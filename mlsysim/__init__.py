@@ -25,7 +25,8 @@ from .workloads import CNN, Transformer
 
 # memory (06, 11)
 
-# collectives (06)
+from .collectives import (all_gather_time, all_to_all_time, allreduce_time, broadcast_time,
+                          hierarchical_allreduce_time, p2p_time, reduce_scatter_time)
 
 # parallel (06, 11)
 
