@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .collectives import broadcast_time
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, check_positive
 from .optimizers import training_state
 from .registry import cluster as _cluster, model as _model
@@ -148,16 +149,6 @@ def _exp(x):
 
 def _ceil(x):
     return float(math.ceil(x)) if type(x) is float else np.ceil(x)
-
-
-def _broadcast_s(bytes_, ranks, bandwidth_Bps, latency_s):
-    """Pipelined broadcast of ``bytes_`` to ``ranks`` ranks: bytes/B + (ranks − 1)·α.
-
-    The large-message limit of a chunked chain or tree broadcast (each link carries
-    the message once). Kept in this one function until :mod:`mlsysim.collectives`
-    provides the broadcast model.
-    """
-    return bytes_ / bandwidth_Bps + (ranks - 1.0) * latency_s
 
 
 def checkpoint_bytes(model, optimizer: str = "adamw", precision: str = "bf16", master_weights: bool = True) -> dict:
@@ -378,7 +369,8 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
 
     # restore path: one read per DP group, host -> GPU, broadcast of the replicated part
     read = tier.read_s(size, node_B, read_Bps)
-    bcast = _broadcast_s(replicated / mp, dp_, per_gpu_Bps, c.fabric.latency_s) if replicated else 0.0
+    ranks = max(1.0, float(round(dp_))) if type(dp_) is float else np.maximum(1.0, np.round(dp_))
+    bcast = broadcast_time(replicated / mp, ranks, per_gpu_Bps, c.fabric.latency_s) if replicated else 0.0
     restore_storage = read + rank_B / host + bcast
 
     # failures and the interval
