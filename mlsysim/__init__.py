@@ -17,7 +17,9 @@ from .units import fmt
 from .workloads import CNN, Transformer
 
 # --- one import line per solver module; keep the blank lines between them ---
-# serving (notebooks 02, 03)
+from .serving import (Generation, InferenceStep, PagedKV, ServingMemory, Speculative, decode,
+                      expected_accepted_tokens, generate, kv_cache_bytes, max_batch, max_context, min_tp,
+                      paged_kv, prefill, serving_memory, speculative_decode)
 
 from .datapipe import (DataPipe, datapipe, host, pipeline, pipelines_table, storage_table, storage_tier,
                        stored_bytes_per_token)
@@ -27,13 +29,15 @@ from .quantization import (Quantized, accuracy_table, precision_table, quant_sch
 
 # memory (06, 11)
 
-# collectives (06)
+from .collectives import (all_gather_time, all_to_all_time, allreduce_time, broadcast_time,
+                          hierarchical_allreduce_time, p2p_time, reduce_scatter_time)
 
 # parallel (06, 11)
 
-# reliability (06, 11)
+from .reliability import (cluster_mtbf_h, daly_interval_s, ettr, expected_failures, goodput, lost_work_s,
+                          node_failure_rate_per_h, p_any_failure, young_interval_s)
 
-# checkpoint (06, 11)
+from .checkpoint import Checkpoint, checkpoint, checkpoint_bytes, storage_tier, storage_tiers
 
 # sustainability (07)
 
