@@ -21,7 +21,7 @@ from .serving import (Generation, InferenceStep, PagedKV, ServingMemory, Specula
                       expected_accepted_tokens, generate, kv_cache_bytes, max_batch, max_context, min_tp,
                       paged_kv, prefill, serving_memory, speculative_decode)
 
-from .datapipe import (DataPipe, datapipe, host, pipeline, pipelines_table, storage_table, storage_tier,
+from .datapipe import (DataPipe, datapipe, host, input_tier, pipeline, pipelines_table, storage_table,
                        stored_bytes_per_token)
 
 from .quantization import (Quantized, accuracy_table, precision_table, quant_scheme, quantized,

@@ -7,15 +7,16 @@ steady state each accelerator receives samples at the rate of the slowest stage
 (Mohan et al., "Analyzing and Mitigating Data Stalls in DNN Training", VLDB 2021;
 Leclerc et al., FFCV, CVPR 2023). Per accelerator, in samples per second:
 
-    R_storage = min(B_s / S, N_io · [one file per sample]) / r    storage tier shared by r readers
+    R_storage = min(B_s / S, N_io · [one file per sample]) / r    tier shared by r readers
     R_cpu     = min(w, c) · ρ                                     w workers on c cores, ρ samples per core-s
     R_link    = B_h / S_dev                                       host-to-device link, one direction
     R_acc     = b / T_step                                        T_step: roofline training pass
     R = min(R_storage, R_cpu, R_link, R_acc),    utilisation U = R / R_acc
     workers needed w* = ceil(R_acc / ρ)
 
-S is the bytes stored per sample, B_s and N_io the tier's read bandwidth and random
-read operations per second (N_io only limits datasets stored as one file per sample),
+S is the bytes stored per sample, B_s the tier's read bandwidth (the lower of its rate
+and the node's client link; tiers from ``data/storage.yaml``, shared with checkpointing)
+and N_io its requests per second (it only limits datasets stored as one file per sample),
 S_dev the bytes copied to the device, b the batch per accelerator and T_step the
 roofline time of one forward + backward + update pass (:func:`~mlsysim.roofline.roofline`
 with ``phase="training"``; backward = 2 × forward FLOP). For a language model a sample is
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import MlsysimError, check_fraction, check_integer, check_positive
-from .registry import _Table, _read, hardware as _hardware, model as _model
+from .registry import _Table, _key, _read, hardware as _hardware, model as _model
 from .roofline import roofline
 from .tables import Table, table
 from .units import GB, MB, fmt
@@ -73,13 +74,22 @@ class Pipeline:
 
 
 @dataclass(frozen=True)
-class StorageTier:
+class InputTier:
+    """What one storage tier offers a data loader: read bandwidth (per node for node-local tiers,
+    aggregate for shared ones), the node's client link, and a request-rate limit."""
+
     name: str
-    description: str
-    read_Bps: float
-    iops: float                     # random reads per second; inf where it does not limit
+    kind: str                       # node, shared, object (as in data/storage.yaml)
+    read_Bps: float                 # inf where only the client link limits (object stores)
+    client_Bps: float               # inf for node-local tiers
+    reads_per_s: float              # requests per second; inf where it does not limit
     source: str
     date: str
+
+    @property
+    def bandwidth_Bps(self) -> float:
+        """Read bandwidth one reader gets alone: the tier's rate or the client link, whichever is lower."""
+        return min(self.read_Bps, self.client_Bps)
 
 
 @dataclass(frozen=True)
@@ -125,19 +135,27 @@ def _data() -> dict:
             text_B_per_token=per_token if isinstance(per_token, (int, float)) else TEXT_B_PER_TOKEN_DEFAULT,
             device_B=float(e["device_B"] if image else e["device_B_per_token"]),
             source=e["source"], date=str(e["date"])), e.get("also", [])))
-    tiers = []
-    for e in raw["storage"]:
-        _require(e, "storage")
-        tiers.append((StorageTier(name=e["name"], description=e.get("description", ""),
-                                  read_Bps=e["read_GBps"] * GB,
-                                  iops=math.inf if e.get("iops") is None else float(e["iops"]),
-                                  source=e["source"], date=str(e["date"])), e.get("also", [])))
+    from .checkpoint import storage_tiers
+    limits = {_key(e["tier"]): e for e in raw["request_rates"]}
+    for e in raw["request_rates"]:
+        _require(e, "request-rate", "tier")
+    pc = raw["page_cache"]
+    _require({**pc, "name": "page-cache"}, "page cache")
+    tiers = [(InputTier(name="page-cache", kind="node", read_Bps=pc["read_GBps"] * GB, client_Bps=math.inf,
+                        reads_per_s=math.inf, source=pc["source"], date=str(pc["date"])), ["ram", "dram"])]
+    for t in storage_tiers():
+        lim = limits.get(_key(t.name))
+        tiers.append((InputTier(
+            name=t.name, kind=t.kind, read_Bps=math.inf if t.read_Bps is None else t.read_Bps,
+            client_Bps=math.inf if t.client_read_Bps is None else t.client_read_Bps,
+            reads_per_s=math.inf if lim is None else float(lim["reads_per_s"]),
+            source=t.source + ("" if lim is None else "; requests: " + lim["source"]), date=t.date), []))
     hosts = []
     for e in raw["hosts"]:
         _require(e, "host", "node")
         hosts.append((Host(name=e["node"], cores=e["cores"], threads=e["threads"],
                            accelerators=e["accelerators"], source=e["source"], date=str(e["date"])), []))
-    return {"pipeline": _Table("input pipeline", pipes), "storage": _Table("storage tier", tiers),
+    return {"pipeline": _Table("input pipeline", pipes), "storage": _Table("input storage tier", tiers),
             "host": _Table("host", hosts), "uint16_below": raw["vocab_uint16_below"],
             "vocab_source": raw["vocab_source"]}
 
@@ -147,9 +165,10 @@ def pipeline(name) -> Pipeline:
     return name if isinstance(name, Pipeline) else _data()["pipeline"].get(name)
 
 
-def storage_tier(name) -> StorageTier:
-    """A storage tier by name: ``page-cache``, ``nvme``, ``s3``."""
-    return name if isinstance(name, StorageTier) else _data()["storage"].get(name)
+def input_tier(name) -> InputTier:
+    """A storage tier as a data loader sees it: ``page-cache`` or any tier of ``data/storage.yaml``
+    (``local-nvme``, ``lustre``, ``tectonic``, ``s3``)."""
+    return name if isinstance(name, InputTier) else _data()["storage"].get(name)
 
 
 def host(node: str) -> Host:
@@ -173,11 +192,12 @@ def pipelines_table() -> Table:
 
 
 def storage_table() -> Table:
-    """The storage tiers: read bandwidth and random reads per second."""
-    return table([{"tier": t.name, "read bandwidth": fmt(t.read_Bps, "B/s"),
-                   "random reads/s": "not limiting" if math.isinf(t.iops) else fmt(t.iops),
-                   "what": t.description} for t in _data()["storage"].records],
-                 title="Storage tiers (data/datapipe.yaml)")
+    """The storage tiers a loader can read from: bandwidth, client link and request-rate limit."""
+    show = lambda v, unit: "not limiting" if math.isinf(v) else fmt(v, unit)  # noqa: E731
+    return table([{"tier": t.name, "kind": t.kind, "read bandwidth": show(t.read_Bps, "B/s"),
+                   "client link": show(t.client_Bps, "B/s"), "requests/s": show(t.reads_per_s, "")}
+                  for t in _data()["storage"].records],
+                 title="Storage tiers (data/storage.yaml, data/datapipe.yaml)")
 
 
 def stored_bytes_per_token(model, pipe="tokens") -> float:
@@ -305,7 +325,7 @@ def _min(*xs):
     return np.minimum.reduce(np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in xs)))
 
 
-def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None, storage="nvme",
+def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None, storage="local-nvme",
              readers=1, seq_len=None, storage_Bps=None, host_link_Bps=None, precision="bf16",
              efficiency=1.0, mem_efficiency=1.0, optimizer="adamw") -> DataPipe:
     """Throughput of each input-pipeline stage and what the accelerator receives (module docstring).
@@ -318,8 +338,9 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
         (pre-tokenized) for a Transformer.
     workers : data-loading workers per accelerator, one hardware thread each (whole number >= 1).
     cores : hardware threads available to this accelerator's loader (default: as many as workers).
-    storage : tier name (``"page-cache"``, ``"nvme"``, ``"s3"``); ``storage_Bps`` overrides its bandwidth.
-    readers : accelerators sharing that tier's bandwidth and request rate (whole number >= 1).
+    storage : tier name: ``"page-cache"`` or a tier of ``data/storage.yaml`` (``"local-nvme"``,
+        ``"lustre"``, ``"s3"``, …); ``storage_Bps`` overrides its read bandwidth.
+    readers : accelerators sharing that tier's bandwidth, client link and request rate (whole number >= 1).
     seq_len : tokens per sequence for a Transformer (default 2,048).
     host_link_Bps : host-to-device bandwidth per direction (default: the device's ``host_link_Bps``).
     precision, efficiency, mem_efficiency, optimizer : passed to the roofline training pass.
@@ -334,7 +355,7 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
     """
     m, hw = _model(workload), _hardware(hardware)
     p = _pipeline_for(m, pipeline)
-    tier = storage_tier(storage)
+    tier = input_tier(storage)
     _whole("workers", workers)
     _whole("readers", readers)
     workers, readers = _num(workers), _num(readers)
@@ -343,7 +364,7 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
     cores = workers if cores is None else _num(cores)
     check_fraction("efficiency", efficiency)
     check_fraction("mem_efficiency", mem_efficiency)
-    read_Bps = tier.read_Bps if storage_Bps is None else _num(storage_Bps)
+    read_Bps = tier.bandwidth_Bps if storage_Bps is None else _num(storage_Bps)
     check_positive("storage_Bps", read_Bps)
     link_Bps = hw.host_link_Bps if host_link_Bps is None else _num(host_link_Bps)
     if link_Bps is None:
@@ -364,7 +385,7 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
         r = roofline(m, hw, batch=batch, precision=precision, phase="training", seq_len=tokens,
                      efficiency=efficiency, mem_efficiency=mem_efficiency, optimizer=optimizer)
     by_bandwidth = read_Bps / sample_B
-    storage_sps = (_min(by_bandwidth, tier.iops) if p.one_file_per_sample else by_bandwidth) / readers
+    storage_sps = (_min(by_bandwidth, tier.reads_per_s) if p.one_file_per_sample else by_bandwidth) / readers
     cpu_sps = _min(workers, cores) * per_worker
     link_sps = link_Bps / device_B
     acc_sps = r.batch / r.time_s

@@ -165,7 +165,7 @@ def generations_explorer(workload: str = "Llama-3-8B", phase: str = "decode", ba
 
 # --- datapipe (04) ---------------------------------------------------------
 def datapipe_explorer(workload: str = "ResNet-50", hardware: str = "A100-80GB", batch: int = 256,
-                      workers: int = 8, pipeline: str = "imagenet-ffcv", storage: str = "nvme",
+                      workers: int = 8, pipeline: str = "imagenet-ffcv", storage: str = "local-nvme",
                       efficiency: float = 1.0, seq_len: int = 1024) -> Explorer:
     """Explore :func:`mlsysim.datapipe`: which stage of the input pipeline bounds training, and how
     many workers would keep the accelerator fed. ``efficiency`` scales both roofs of the step."""

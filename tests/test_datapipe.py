@@ -26,10 +26,12 @@ def test_docstring_worked_number_resnet50_a100():
 
 
 def test_stage_formulas_by_hand():
-    r = ms.datapipe("resnet-50", "a100-80gb", batch=256, workers=4, storage="nvme")
+    r = ms.datapipe("resnet-50", "a100-80gb", batch=256, workers=4, storage="local-nvme", readers=8)
     jpeg_B = 65.47 * GB / 1281167                                  # FFCV 512 px, quality 90
     assert r.sample_B == pytest.approx(jpeg_B) and r.sample_B == pytest.approx(51.1e3, rel=0.001)
-    assert r.storage_sps == pytest.approx(6.4 * GB / jpeg_B)       # packed: bandwidth only
+    assert r.storage_sps == pytest.approx(6.4 * GB / jpeg_B)       # 8 drives shared by 8 GPUs; packed
+    lustre = ms.datapipe("resnet-50", "a100-80gb", storage="lustre", readers=2)
+    assert lustre.storage_sps == pytest.approx(400e9 / 8 / jpeg_B / 2)   # the node's 400 Gb/s client link
     assert r.link_sps == pytest.approx(32 * GB / (224 * 224 * 3))  # PCIe 4.0 x16, one direction
     step = ms.roofline("resnet-50", "a100-80gb", batch=256, phase="training")
     assert r.accelerator_sps == pytest.approx(256 / step.time_s) and r.step_s == step.time_s
@@ -76,6 +78,9 @@ def test_tables_list_every_entry_with_sources():
             assert rec.source and rec.date, rec
     assert len(ms.pipelines_table().rows) == len(data["pipeline"].records)
     assert "not limiting" in str(ms.storage_table())
+    names = {t.name for t in data["storage"].records}
+    assert names == {"page-cache"} | {t.name for t in ms.storage_tiers()}   # reuses data/storage.yaml
+    assert ms.input_tier("s3").reads_per_s == 5500 and ms.input_tier("ram").name == "page-cache"
 
 
 def test_result_prints_and_renders():
@@ -90,7 +95,8 @@ def test_result_prints_and_renders():
 # --- properties -------------------------------------------------------------------
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(IMAGE_GPUS), st.integers(1, 63), st.integers(1, 64),
-       st.sampled_from(["page-cache", "nvme", "s3"]), st.sampled_from(["imagenet-ffcv", "imagenet-jpeg-decode"]))
+       st.sampled_from(["page-cache", "local-nvme", "s3"]),
+       st.sampled_from(["imagenet-ffcv", "imagenet-jpeg-decode"]))
 def test_more_workers_never_lower_throughput(dev, w, extra, tier, pipe):
     a = ms.datapipe("resnet-50", dev, batch=64, workers=w, storage=tier, pipeline=pipe)
     b = ms.datapipe("resnet-50", dev, batch=64, workers=w + extra, storage=tier, pipeline=pipe)
@@ -99,7 +105,7 @@ def test_more_workers_never_lower_throughput(dev, w, extra, tier, pipe):
 
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(IMAGE_GPUS), st.integers(1, 128), st.integers(1, 8),
-       st.floats(0.05, 1.0), st.sampled_from(["page-cache", "nvme", "s3"]))
+       st.floats(0.05, 1.0), st.sampled_from(["page-cache", "local-nvme", "lustre", "s3"]))
 def test_throughput_never_exceeds_the_slowest_stage(dev, w, readers, eta, tier):
     r = ms.datapipe("resnet-50", dev, batch=128, workers=w, readers=readers, storage=tier,
                     efficiency=eta, mem_efficiency=eta)
@@ -176,7 +182,7 @@ def test_bad_seq_len():
 def test_unknown_names_and_mismatches():
     with pytest.raises(ms.UnknownNameError, match="input pipeline"):
         ms.datapipe("resnet-50", "h100", pipeline="ffcvv")
-    with pytest.raises(ms.UnknownNameError, match="storage tier"):
+    with pytest.raises(ms.UnknownNameError, match="input storage tier"):
         ms.datapipe("resnet-50", "h100", storage="tape")
     with pytest.raises(ms.UnknownNameError, match="host"):
         ms.host("dgx-z")
