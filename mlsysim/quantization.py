@@ -371,7 +371,7 @@ def accuracy_results() -> tuple[AccuracyResult, ...]:
 def accuracy_table(scheme_filter: str | None = None) -> Table:
     """Published accuracy cost of quantization (literature figures, each on its paper's benchmark);
     ``scheme_filter`` keeps rows whose scheme starts with it (e.g. ``"W4"``)."""
-    rows = [{"method": a.method, "scheme": a.scheme, "model": a.model, "metric": a.metric,
+    rows = [{"method": f"{a.method} {a.scheme}", "model": a.model, "metric": a.metric,
              "baseline": f"{a.baseline:g}", "quantized": f"{a.quantized:g}",
              "worse by": f"{a.worse_by:+.3g}", "source": a.cite}
             for a in accuracy_results() if scheme_filter is None or a.scheme.startswith(scheme_filter)]
