@@ -119,6 +119,8 @@ def _require(e: dict, kind: str, key: str = "name") -> None:
 @functools.cache
 def _data() -> dict:
     raw = _read("datapipe.yaml")
+    for block in ("imagenet", "token_ids"):
+        _require({**raw[block], "name": block}, "data block")
     images = raw["imagenet"]["images"]
     pipes = []
     for e in raw["pipelines"]:
@@ -156,8 +158,7 @@ def _data() -> dict:
         hosts.append((Host(name=e["node"], cores=e["cores"], threads=e["threads"],
                            accelerators=e["accelerators"], source=e["source"], date=str(e["date"])), []))
     return {"pipeline": _Table("input pipeline", pipes), "storage": _Table("input storage tier", tiers),
-            "host": _Table("host", hosts), "uint16_below": raw["vocab_uint16_below"],
-            "vocab_source": raw["vocab_source"]}
+            "host": _Table("host", hosts), "uint16_below": raw["token_ids"]["uint16_below"]}
 
 
 def pipeline(name) -> Pipeline:

@@ -235,9 +235,8 @@ def quantized(workload, hardware, scheme="w4a16", baseline="bf16", phase=None, b
     check_positive("overhead_s", overhead_s, allow_zero=True)
     overhead_s = overhead_s if type(overhead_s) is float else (
         float(overhead_s) if np.ndim(overhead_s) == 0 else np.asarray(overhead_s, dtype=float))
-    args = dict(phase=phase, batch=batch, efficiency=efficiency, mem_efficiency=mem_efficiency)
-    if not isinstance(m, CNN):
-        args.update(context_tokens=context_tokens, seq_len=seq_len)
+    args = dict(phase=phase, batch=batch, efficiency=efficiency, mem_efficiency=mem_efficiency,
+                context_tokens=context_tokens, seq_len=seq_len)
     passes = []
     for label, sch in (("scheme", s), ("baseline", b)):
         try:
@@ -306,7 +305,8 @@ def quantized_footprint(workload, hardware, scheme="bf16", batch=1, context_toke
     m, hw, s = _model(workload), _hardware(hardware), quant_scheme(scheme)
     per_param = weight_bytes_per_param(s.weights, group_size, group_B)
     if isinstance(m, CNN):
-        _, c, _ = pass_cost(m, batch=batch, precision=s.compute, weight_precision=s.weights)
+        _, c, _ = pass_cost(m, batch=batch, context_tokens=context_tokens, precision=s.compute,
+                            weight_precision=s.weights)
         kv = 0.0 * c.footprint_B
     else:
         _, c, _ = pass_cost(m, phase="decode", batch=batch, context_tokens=context_tokens, precision=s.compute,

@@ -177,6 +177,10 @@ def test_bad_input():
         ms.weight_bytes_per_param("int3")
     with pytest.raises(ms.MlsysimError, match="batch"):
         ms.quantized("llama-3-8b", "h100", "w4a16", batch=0)
+    with pytest.raises(ms.MlsysimError, match="CNN"):
+        ms.quantized("resnet-50", "h100", "w8a8", context_tokens=128)
+    with pytest.raises(ms.MlsysimError, match="CNN"):
+        ms.quantized_footprint("resnet-50", "h100", "w8a8", context_tokens=128)
 
 
 # --- the literature table -------------------------------------------------------------------
