@@ -1,14 +1,15 @@
 """LLM inference on one device or one tensor-parallel node: prefill, decode, KV cache.
 
-One model, built on :func:`mlsysim.roofline.pass_cost` (which counts FLOP, memory
-traffic and footprint of a pass), adds what serving needs:
+One model, built on the pass counts of :mod:`mlsysim.roofline` (``transformer_cost``,
+the FLOP, memory traffic and footprint behind ``roofline`` and ``pass_cost``), adds what
+serving needs:
 
 **Step time** of a pass on ``tp`` GPUs that split it by tensor parallelism
 (Shoeybi et al. 2019, Megatron-LM §3):
 
     T = max(W/tp / (η·P),  Q_gpu / (η_mem·B))  +  T_comm  +  L·t_layer
 
-* W, Q — FLOP and bytes of the pass (``pass_cost``); on each GPU the FLOP, the
+* W, Q — FLOP and bytes of the pass; on each GPU the FLOP, the
   weight bytes and the KV traffic are divided by ``tp`` (KV heads that cannot be
   divided are replicated, below); the residual stream stays whole on every GPU.
 * η, η_mem — achievable fractions of dense peak and of HBM bandwidth
@@ -795,6 +796,10 @@ class ServingPlan(_Shown):
                  f"{b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU")]
 
 
+def _fits_weights(m: Transformer, hw: Hardware, tp: int, kw: dict) -> bool:
+    return m.params * bytes_per(kw["weight_precision"] or kw["precision"]) / tp < hw.memory_B
+
+
 def serving_plan(model, hardware, ttft_s=0.5, itl_s=0.03, prompt_tokens=4096, output_tokens=512,
                  tp=(1, 2, 4, 8), precision: str = "bf16", weight_precision: str | None = None,
                  kv_precision: str | None = None, max_batch_tried: int = 4096) -> ServingPlan:
@@ -824,7 +829,6 @@ def serving_plan(model, hardware, ttft_s=0.5, itl_s=0.03, prompt_tokens=4096, ou
     if context > m.max_context:
         raise InfeasibleError(f"{m.name} has a context window of {m.max_context:,} tokens; "
                               f"prompt + output reaches {context:,.0f}")
-    batches = np.arange(1.0, float(max_batch_tried) + 1.0)
     rows = []
     for dev in devices:
         hw = _hardware(dev)
@@ -836,9 +840,11 @@ def serving_plan(model, hardware, ttft_s=0.5, itl_s=0.03, prompt_tokens=4096, ou
             if not _valid_tp(m, t) or (t > 1 and hw.scaleup_Bps is None):
                 continue
             kw = dict(precision=precision, tp=int(t), weight_precision=weight_precision, kv_precision=kv_precision)
-            steps = decode(m, hw, context_tokens=context, batch=batches, **kw)
-            if not steps.feasible[0]:
+            fit = max_batch(m, hw, context_tokens=context, **kw) if _fits_weights(m, hw, int(t), kw) else 0
+            if fit < 1:
                 continue
+            batches = np.arange(1.0, float(min(fit, max_batch_tried)) + 1.0)
+            steps = decode(m, hw, context_tokens=context, batch=batches, **kw)
             first = prefill(m, hw, prompt_tokens=prompt_tokens, **kw)
             good = np.asarray(steps.feasible) & (np.nan_to_num(steps.time_s, nan=np.inf) <= itl_s)
             row.update(fits=True, ttft_s=first.time_s, itl_s=float(steps.time_s[0]))
