@@ -32,9 +32,10 @@ from .collectives import (all_gather_time, all_to_all_time, allreduce_time, broa
 
 # parallel (06, 11)
 
-# reliability (06, 11)
+from .reliability import (cluster_mtbf_h, daly_interval_s, ettr, expected_failures, goodput, lost_work_s,
+                          node_failure_rate_per_h, p_any_failure, young_interval_s)
 
-# checkpoint (06, 11)
+from .checkpoint import Checkpoint, checkpoint, checkpoint_bytes, storage_tier, storage_tiers
 
 # sustainability (07)
 

@@ -188,6 +188,29 @@ def memory_boundary(context_tokens, max_batch: dict, ax=None, title: str = "What
 
 
 # --- reliability and checkpointing (06) ------------------------------------
+def interval_tradeoff(interval_s, series: dict, marks: dict | None = None, ylabel: str = "share of wall time (%)",
+                      title: str = "", ax=None, percent: bool = True):
+    """Curves over the checkpoint interval (log x axis, in minutes) with labelled vertical marks.
+
+    ``series`` maps a label to y values (fractions, shown in % when ``percent``); ``marks``
+    maps a label to an interval in seconds (e.g. the Young and Daly optima).
+    """
+    fig, ax = _figure(ax)
+    x = np.asarray(interval_s, dtype=float) / 60.0
+    scale = 100.0 if percent else 1.0
+    for i, (label, y) in enumerate(series.items()):
+        ax.plot(x, np.asarray(y, dtype=float) * scale, "-", lw=2, color=PALETTE[i % len(PALETTE)], label=label)
+    for j, (label, at) in enumerate((marks or {}).items()):
+        ax.axvline(at / 60.0, color=PALETTE[(j + len(series)) % len(PALETTE)], ls="--", lw=1.2, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("checkpoint interval (minutes of training between checkpoints)")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
 
 
 # --- operations (07, 08) ---------------------------------------------------

@@ -273,6 +273,54 @@ def kv_explorer(workload: str = "Llama-3-8B", hardware: str = "H100-SXM", tp: in
 
 
 # --- reliability and checkpointing (06) ------------------------------------
+# (tp, pp) per model, as in notebook 06: tensor parallel inside a node, pipeline across nodes
+CHECKPOINT_LAYOUTS = {"Llama-3-8B": (1, 1), "Llama-3-70B": (8, 4), "Llama-3.1-405B": (8, 16)}
+
+
+def checkpoint_explorer(model: str = "Llama-3-70B", strategy: str = "async", interval_min: float = 30.0,
+                        storage_GBps: float = 682.5, nodes: int = 128, node: str = "DGX-H100",
+                        storage: str = "lustre") -> Explorer:
+    """Explore :func:`mlsysim.checkpoint`: interval, strategy, storage bandwidth (read and
+    write, aggregate for a file system) and cluster size (nodes of ``node``).
+
+    The figure shows goodput against the interval for the chosen strategy, with the current
+    interval and Daly's optimum marked; an infeasible choice (an interval shorter than the
+    persist) shows the reason instead of numbers.
+    """
+    from .checkpoint import STRATEGIES, checkpoint
+
+    style = {"description_width": "8em"}
+    controls = {
+        "model": W.Dropdown(options=list(CHECKPOINT_LAYOUTS), value=model, description="model", style=style),
+        "strategy": W.Dropdown(options=list(STRATEGIES), value=strategy, description="strategy", style=style),
+        "interval_min": W.FloatLogSlider(value=interval_min, base=10, min=-1, max=2.5, step=0.05,
+                                         description="interval (min)", readout_format=".3g", style=style),
+        "storage_GBps": W.FloatLogSlider(value=storage_GBps, base=10, min=0, max=4, step=0.05,
+                                         description="storage GB/s", readout_format=".4g", style=style),
+        "nodes": _log_slider("nodes", nodes, 2, 12),
+    }
+
+    last = {}
+
+    def compute(model, strategy, interval_min, storage_GBps, nodes):
+        tp, pp = CHECKPOINT_LAYOUTS[model]
+        last.update(model=model, cluster=node, strategy=strategy, tp=tp, pp=pp, nodes=int(nodes),
+                    storage=storage, storage_Bps=storage_GBps * 1e9, read_Bps=storage_GBps * 1e9)
+        return checkpoint(**last, interval_s=interval_min * 60.0)
+
+    def render(r):
+        grid = np.logspace(0.5, 5, 120)
+        sweep = checkpoint(**last, interval_s=grid)
+        fig = plots.interval_tradeoff(grid, {f"{r.strategy} goodput": sweep.goodput},
+                                      marks={"this interval": r.interval_s, "Daly optimum": r.best_interval_s},
+                                      ylabel="goodput (%)", title=f"{r.model} on {r.cluster}")
+        rows = [("checkpoint size", fmt(r.size_B, "B")), ("stall per checkpoint", fmt(r.stall_s, "s")),
+                ("durable after", fmt(r.write_s, "s")), ("restore", fmt(r.restore_s, "s")),
+                ("cluster MTBF", fmt(r.mtbf_s, "s")), ("Daly optimum", fmt(r.best_interval_s, "s")),
+                ("stall overhead", fmt(r.overhead_fraction, "%")), ("goodput", fmt(r.goodput, "%"))]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Checkpoint explorer")
 
 
 # --- operations (07, 08) ---------------------------------------------------
