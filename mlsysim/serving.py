@@ -59,7 +59,7 @@ weights read per token at 0.83 × 2,039 GB/s, plus 32 × 40 µs): ITL 9.1 ms,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -161,6 +161,7 @@ class InferenceStep(_Shown):
     capacity_B: object
     feasible: object
     reason: str = ""
+    efficiency: object = 1.0  # the η that scaled the dense peak
 
     @property
     def bound(self):
@@ -187,9 +188,7 @@ class InferenceStep(_Shown):
     @property
     def utilization(self):
         """Achieved FLOP/s over the dense peak (not the achievable one): the pass's MFU."""
-        return self.flops / self.time_s / (self.peak_flops / self._efficiency)
-
-    _efficiency: object = field(default=1.0, repr=False)
+        return self.flops / self.time_s / (self.peak_flops / self.efficiency)
 
     def rows(self):
         shape = _shape_row(self.time_s)
@@ -565,7 +564,7 @@ def _step(s: _Setup, phase, batch, tokens, context) -> InferenceStep:
                                                       (inside, "beyond the model's context window")], fail)
     return InferenceStep(workload=m.name, hardware=s.hws[0].name if s.one else tuple(h.name for h in s.hws),
                          phase=phase, precision=s.precision, tp=s.tp, batch=batch, tokens=tokens,
-                         context_tokens=context, feasible=feasible, reason=reason, _efficiency=s.eff, **values)
+                         context_tokens=context, feasible=feasible, reason=reason, efficiency=s.eff, **values)
 
 
 def _fit_message(s: _Setup, phase, batch, context, footprint) -> str:
