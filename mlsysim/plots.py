@@ -67,11 +67,12 @@ def lines(x, series: dict, xlabel: str, ylabel: str, logx: bool = False, logy: b
     fig, ax = _figure(ax)
     for i, (label, y) in enumerate(series.items()):
         ax.plot(x, y, "o-" if markers else "-", ms=4, color=PALETTE[i % len(PALETTE)], label=label)
-    for i, (label, y) in enumerate((hlines or {}).items()):
-        ax.axhline(y, color="#555555", ls="--", lw=1)
-        ax.annotate(label, (ax.get_xlim()[0], y), xytext=(4, 4), textcoords="offset points", fontsize=8)
     ax.set_xscale("log" if logx else "linear")
     ax.set_yscale("log" if logy else "linear")
+    for label, y in (hlines or {}).items():
+        ax.axhline(y, color="#555555", ls="--", lw=1)
+        ax.annotate(label, (0, y), xycoords=("axes fraction", "data"), xytext=(4, 4),
+                    textcoords="offset points", fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
