@@ -17,9 +17,9 @@ from .units import fmt
 from .workloads import CNN, Transformer
 
 # --- one import line per solver module; keep the blank lines between them ---
-from .serving import (Generation, InferenceStep, PagedKV, ServingMemory, Speculative, decode,
-                      expected_accepted_tokens, generate, kv_cache_bytes, max_batch, max_context, min_tp,
-                      paged_kv, prefill, serving_memory, speculative_decode)
+from .serving import (Generation, InferenceStep, PagedKV, ServingMemory, ServingPlan, Speculative, decode,
+                      expected_accepted_tokens, generate, kv_cache_bytes, length_mix, max_batch, max_context,
+                      min_tp, paged_kv, prefill, serving_memory, serving_plan, speculative_decode)
 
 from .datapipe import (DataPipe, datapipe, host, input_tier, pipeline, pipelines_table, storage_table,
                        stored_bytes_per_token)

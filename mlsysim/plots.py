@@ -67,11 +67,12 @@ def lines(x, series: dict, xlabel: str, ylabel: str, logx: bool = False, logy: b
     fig, ax = _figure(ax)
     for i, (label, y) in enumerate(series.items()):
         ax.plot(x, y, "o-" if markers else "-", ms=4, color=PALETTE[i % len(PALETTE)], label=label)
-    for i, (label, y) in enumerate((hlines or {}).items()):
-        ax.axhline(y, color="#555555", ls="--", lw=1)
-        ax.annotate(label, (ax.get_xlim()[0], y), xytext=(4, 4), textcoords="offset points", fontsize=8)
     ax.set_xscale("log" if logx else "linear")
     ax.set_yscale("log" if logy else "linear")
+    for label, y in (hlines or {}).items():
+        ax.axhline(y, color="#555555", ls="--", lw=1)
+        ax.annotate(label, (0, y), xycoords=("axes fraction", "data"), xytext=(4, 4),
+                    textcoords="offset points", fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -108,6 +109,74 @@ def bars(labels: Sequence[str], series: dict, ylabel: str, title: str = "", ax=N
 
 
 # --- serving (02, 03) ------------------------------------------------------
+def ttft_itl(prompt_tokens, ttft_s: dict, batches, itl_s: dict, ttft_sla_s: float | None = None,
+             itl_sla_s: float | None = None, title: str = ""):
+    """Two panels: time to first token against prompt length, and time per output token against
+    the decode batch; one curve per label (e.g. device), dashed lines at the service-level targets."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 4.2), layout="constrained")
+    for i, (label, y) in enumerate(ttft_s.items()):
+        left.loglog(prompt_tokens, np.asarray(y) * 1e3, "o-", ms=3, color=PALETTE[i % len(PALETTE)], label=label)
+    for i, (label, y) in enumerate(itl_s.items()):
+        right.semilogx(batches, np.asarray(y) * 1e3, "o-", ms=3, color=PALETTE[i % len(PALETTE)], label=label)
+    right.set_ylim(bottom=0)
+    for ax, sla, name in ((left, ttft_sla_s, "TTFT target"), (right, itl_sla_s, "ITL target")):
+        if sla is not None:
+            ax.axhline(sla * 1e3, color="#555555", ls="--", lw=1)
+            ax.annotate(name, (ax.get_xlim()[0], sla * 1e3), xytext=(4, 4), textcoords="offset points",
+                        fontsize=8)
+    left.set(xlabel="prompt tokens", ylabel="time to first token (ms)", title="Prefill")
+    right.set(xlabel="sequences decoding together (batch)", ylabel="time per output token (ms)",
+              title="Decode")
+    left.legend(fontsize=8)
+    right.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def accuracy(labels: Sequence[str], predicted, published, tolerance: float | None = None, ax=None,
+             title: str = "Predicted over published"):
+    """One dot per case at predicted / published (log scale, 1 = exact), with a ±``tolerance`` band;
+    cases of different units share one axis."""
+    ratio = np.asarray(predicted, dtype=float) / np.asarray(published, dtype=float)
+    fig, ax = _figure(ax, size=(7.5, 0.32 * len(labels) + 1.4))
+    y = np.arange(len(labels))[::-1]
+    if tolerance:
+        ax.axvspan(1 - tolerance, 1 + tolerance, color="#999999", alpha=0.2, label=f"±{tolerance:.0%}")
+    ax.axvline(1.0, color="#555555", lw=1)
+    ax.plot(ratio, y, "o", color=PALETTE[0], ms=6)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xscale("log")
+    lo, hi = min(ratio.min(), 1 - (tolerance or 0)) / 1.15, max(ratio.max(), 1 + (tolerance or 0)) * 1.15
+    ax.set_xlim(lo, hi)
+    from matplotlib.ticker import FormatStrFormatter
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%.2g"))
+    ax.xaxis.set_minor_formatter(FormatStrFormatter("%.2g"))
+    ax.set_xlabel("predicted / published")
+    ax.set_title(title)
+    if tolerance:
+        ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def memory_boundary(context_tokens, max_batch: dict, ax=None, title: str = "What fits in memory"):
+    """Largest batch that fits against context length, one curve per label (log–log); the
+    region under a curve fits, the region above runs out of memory."""
+    fig, ax = _figure(ax)
+    x = np.asarray(context_tokens, dtype=float)
+    for i, (label, y) in enumerate(max_batch.items()):
+        y = np.asarray(y, dtype=float)
+        ok = np.isfinite(y) & (y >= 1)
+        color = PALETTE[i % len(PALETTE)]
+        ax.loglog(x[ok], y[ok], "-", lw=2, color=color, label=label)
+        ax.fill_between(x[ok], 1, y[ok], color=color, alpha=0.08)
+    ax.set_xlabel("tokens per sequence (context)")
+    ax.set_ylabel("largest batch that fits")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
 
 
 # --- datapipe (04) ---------------------------------------------------------

@@ -161,6 +161,107 @@ def generations_explorer(workload: str = "Llama-3-8B", phase: str = "decode", ba
 
 
 # --- serving (02, 03) ------------------------------------------------------
+def _transformers() -> list[str]:
+    from .workloads import Transformer
+    return [r.name for r in zoo("models", records=True) if isinstance(r, Transformer)]
+
+
+def _int_dropdown(description: str, value: int, options) -> W.Dropdown:
+    return W.Dropdown(options=list(options), value=value, description=description,
+                      style={"description_width": "8em"})
+
+
+def serving_explorer(workload: str = "Llama-3-8B", hardware: str = "H100-SXM", tp: int = 1,
+                     prompt_tokens: int = 2048, context_tokens: int = 2048, batch: int = 8,
+                     precision: str = "bf16", ttft_sla_s: float = 0.5, itl_sla_s: float = 0.03) -> Explorer:
+    """Explore :func:`mlsysim.prefill` and :func:`mlsysim.decode`: TTFT, ITL and throughput of one
+    configuration against service-level targets, with ITL across batch sizes."""
+    from .serving import decode, prefill
+    controls = {
+        "workload": _dropdown("models", workload, "model", options=_transformers()),
+        "hardware": _dropdown("hardware", hardware, "device"),
+        "tp": _int_dropdown("GPUs (tp)", tp, [1, 2, 4, 8]),
+        "precision": W.Dropdown(options=["bf16", "fp8"], value=precision, description="precision",
+                                style={"description_width": "8em"}),
+        "prompt_tokens": _log_slider("prompt tokens", prompt_tokens, 5, 15),
+        "context_tokens": _log_slider("cached tokens", context_tokens, 5, 17),
+        "batch": _log_slider("batch", batch, 0, 10),
+    }
+    batches = 2.0 ** np.arange(0, 11)
+
+    def compute(workload, hardware, tp, precision, prompt_tokens, context_tokens, batch):
+        kw = dict(precision=precision, tp=tp)
+        first = prefill(workload, hardware, prompt_tokens=prompt_tokens, batch=1, **kw)
+        step = decode(workload, hardware, context_tokens=context_tokens, batch=batch, **kw)
+        curve = decode(workload, hardware, context_tokens=context_tokens, batch=batches, **kw)
+        return {"prefill": first, "decode": step, "batches": batches, "itl_s": curve.time_s}
+
+    def render(r):
+        first, step = r["prefill"], r["decode"]
+        ok = lambda t, sla: "meets" if t <= sla else "misses"  # noqa: E731
+        series = {f"{step.workload} on {step.tp} x {step.hardware}": r["itl_s"] * 1e3,
+                  f"ITL target ({fmt(itl_sla_s, 's')})": np.full(len(r["batches"]), itl_sla_s * 1e3)}
+        fig = plots.lines(r["batches"], series, xlabel="batch", ylabel="time per output token (ms)",
+                          logx=True, markers=False,
+                          title="Decode: ITL across batch sizes (the curve ends where memory does)")
+        rows = [("TTFT (batch 1)", f"{fmt(first.time_s, 's')}, {first.bound}-bound, "
+                                   f"{ok(first.time_s, ttft_sla_s)} {fmt(ttft_sla_s, 's')}"),
+                ("ITL", f"{fmt(step.time_s, 's')}, {step.bound}-bound, {ok(step.time_s, itl_sla_s)} "
+                        f"{fmt(itl_sla_s, 's')}"),
+                ("tokens/s per user", f"{1 / step.time_s:,.1f}"),
+                ("tokens/s, whole batch", f"{step.tokens_per_s:,.0f}"),
+                ("communication share", f"{step.comm_s / step.time_s:.0%}"),
+                ("memory per GPU", f"{fmt(step.footprint_B, 'B')} of {fmt(step.capacity_B, 'B')}")]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Two phases: TTFT and ITL")
+
+
+def kv_explorer(workload: str = "Llama-3-8B", hardware: str = "H100-SXM", tp: int = 1,
+                weight_precision: str = "bf16", kv_precision: str = "bf16", max_tokens: int = 8192,
+                mean_tokens: int = 1024, block_tokens: int = 16) -> Explorer:
+    """Explore the KV cache: bytes per token, the out-of-memory boundary in (batch, context), and
+    paged against contiguous allocation for a request mix (:func:`mlsysim.paged_kv`)."""
+    from .serving import kv_cache_bytes, length_mix, max_batch, paged_kv
+    controls = {
+        "workload": _dropdown("models", workload, "model", options=_transformers()),
+        "hardware": _dropdown("hardware", hardware, "device"),
+        "tp": _int_dropdown("GPUs (tp)", tp, [1, 2, 4, 8]),
+        "weight_precision": W.Dropdown(options=["bf16", "fp8"], value=weight_precision,
+                                       description="weights", style={"description_width": "8em"}),
+        "kv_precision": W.Dropdown(options=["bf16", "fp8"], value=kv_precision, description="KV precision",
+                                   style={"description_width": "8em"}),
+        "max_tokens": _log_slider("max request", max_tokens, 9, 17),
+        "mean_tokens": _log_slider("mean request", mean_tokens, 5, 15),
+        "block_tokens": _log_slider("block (tokens)", block_tokens, 0, 10),
+    }
+    contexts = 2.0 ** np.arange(7, 18)
+
+    def compute(workload, hardware, tp, weight_precision, kv_precision, max_tokens, mean_tokens,
+                block_tokens):
+        kw = dict(tp=tp, weight_precision=weight_precision, kv_precision=kv_precision)
+        lengths, probs = length_mix(mean_tokens, max_tokens)
+        return {"kv_per_token_B": kv_cache_bytes(workload, 1, precision=kv_precision, tp=tp),
+                "contexts": contexts, "max_batch": max_batch(workload, hardware, context_tokens=contexts, **kw),
+                "paged": paged_kv(workload, hardware, lengths, probs, block_tokens=block_tokens,
+                                  max_tokens=max_tokens, **kw)}
+
+    def render(r):
+        p = r["paged"]
+        fig = plots.memory_boundary(r["contexts"], {f"{p.workload} on {p.hardware}": r["max_batch"]},
+                                    title="Above the line: out of memory")
+        rows = [("KV per token (per GPU)", fmt(r["kv_per_token_B"], "B")),
+                ("KV budget per GPU", fmt(p.kv_budget_B, "B")),
+                ("mean request", f"{p.mean_tokens:,.0f} tokens"),
+                ("waste per request", f"{p.waste_tokens:.3g} tokens ({p.fragmentation:.1%})"),
+                ("requests, paged", f"{p.requests_paged:,.0f}"),
+                ("requests, contiguous", f"{p.requests_contiguous:,.0f}"),
+                ("paged / contiguous", f"{p.gain:.3g}x")]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="KV cache: what fits")
+
+
 
 
 # --- datapipe (04) ---------------------------------------------------------
