@@ -21,9 +21,11 @@ from .serving import (Generation, InferenceStep, PagedKV, ServingMemory, Serving
                       expected_accepted_tokens, generate, kv_cache_bytes, length_mix, max_batch, max_context,
                       min_tp, paged_kv, prefill, serving_memory, serving_plan, speculative_decode)
 
-# datapipe (04)
+from .datapipe import (DataPipe, datapipe, host, input_tier, pipeline, pipelines_table, storage_table,
+                       stored_bytes_per_token)
 
-# quantization (05)
+from .quantization import (Quantized, accuracy_table, precision_table, quant_scheme, quantized,
+                           quantized_footprint, weight_bytes_per_param)
 
 # memory (06, 11)
 

@@ -180,9 +180,69 @@ def memory_boundary(context_tokens, max_batch: dict, ax=None, title: str = "What
 
 
 # --- datapipe (04) ---------------------------------------------------------
+def pipeline_stages(result, ax=None, title: str | None = None):
+    """Horizontal bars of the four stage rates of a scalar :class:`~mlsysim.datapipe.DataPipe`
+    (log scale), the slowest one highlighted and the delivered rate marked."""
+    fig, ax = _figure(ax, size=(7.5, 3.2))
+    unit = "images/s" if result.tokens_per_sample == 1 else "sequences/s"
+    names = list(result.stages)
+    rates = [float(result.stages[k]) for k in names]
+    finite = [r for r in rates if np.isfinite(r)]
+    cap = max(finite) * 10 if finite else 1.0
+    shown = [r if np.isfinite(r) else cap for r in rates]
+    colors = [PALETTE[1] if k == result.bound else PALETTE[0] for k in names]
+    ax.barh(names, shown, color=colors)
+    for i, r in enumerate(rates):
+        ax.annotate("unlimited" if not np.isfinite(r) else fmt(r), (shown[i], i), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.axvline(float(result.delivered_sps), color="#555555", ls="--", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlim(min(shown) / 3, cap * 8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"throughput per accelerator ({unit}); dashed: delivered")
+    ax.set_title(title or f"{result.workload} on {result.hardware}: {result.bound}-bound")
+    return fig
+
+
+def crossover(workers, results: dict, marks: dict | None = None, ax=None, title: str = ""):
+    """Delivered samples/s per accelerator against workers, one curve per labelled
+    :class:`~mlsysim.datapipe.DataPipe` sweep; ``marks`` maps a label to a worker count (vertical line)."""
+    fig, ax = _figure(ax)
+    for i, (label, r) in enumerate(results.items()):
+        ax.plot(workers, r.delivered_sps, "-", color=PALETTE[i % len(PALETTE)], label=label)
+    for j, (label, x) in enumerate((marks or {}).items()):
+        ax.axvline(x, color="#555555", ls=(":", "--", "-.")[j % 3], lw=1, label=label)
+    first = next(iter(results.values()))
+    ax.set_xlabel("data-loading workers (hardware threads) per accelerator")
+    ax.set_ylabel(f"{'images' if first.tokens_per_sample == 1 else 'sequences'}/s per accelerator")
+    ax.set_title(title or "Throughput rises with workers until the accelerator binds")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
 
 
 # --- quantization (05) -----------------------------------------------------
+def footprints(results: Sequence, ax=None, title: str = ""):
+    """Stacked bars of weights, KV cache and other memory of :class:`~mlsysim.quantization.Footprint`
+    results, with each device's capacity as a dashed line."""
+    fig, ax = _figure(ax)
+    labels = [f"{r.scheme}\n{r.hardware}" if len({x.hardware for x in results}) > 1 else r.scheme
+              for r in results]
+    weights = np.array([float(r.weights_B) for r in results]) / 1e9
+    kv = np.array([float(r.kv_B) for r in results]) / 1e9
+    other = np.array([float(r.other_B) for r in results]) / 1e9
+    idx = np.arange(len(results))
+    ax.bar(idx, weights, 0.6, label="weights", color=PALETTE[0])
+    ax.bar(idx, kv, 0.6, bottom=weights, label="KV cache", color=PALETTE[2])
+    ax.bar(idx, other, 0.6, bottom=weights + kv, label="activations", color=PALETTE[4])
+    for cap in sorted({r.capacity_B for r in results}):
+        ax.axhline(cap / 1e9, color="#555555", ls="--", lw=1)
+        ax.annotate(f"{fmt(cap, 'B')} device", (idx[-1] + 0.35, cap / 1e9), xytext=(0, 3),
+                    textcoords="offset points", fontsize=8, ha="right")
+    ax.set_xticks(idx, labels)
+    ax.set_ylabel("memory (GB)")
+    ax.set_title(title or f"{results[0].workload}: memory by scheme")
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
 
 
 # --- distributed training (06) ---------------------------------------------

@@ -22,6 +22,7 @@ from .errors import MlsysimError
 from .registry import zoo
 from .roofline import roofline
 from .units import fmt
+from .workloads import CNN
 
 
 class Explorer(W.VBox):
@@ -264,9 +265,80 @@ def kv_explorer(workload: str = "Llama-3-8B", hardware: str = "H100-SXM", tp: in
 
 
 # --- datapipe (04) ---------------------------------------------------------
+def datapipe_explorer(workload: str = "ResNet-50", hardware: str = "A100-80GB", batch: int = 256,
+                      workers: int = 8, pipeline: str = "imagenet-ffcv", storage: str = "local-nvme",
+                      efficiency: float = 1.0, seq_len: int = 1024) -> Explorer:
+    """Explore :func:`mlsysim.datapipe`: which stage of the input pipeline bounds training, and how
+    many workers would keep the accelerator fed. ``efficiency`` scales both roofs of the step."""
+    from .datapipe import _data, datapipe
+    style = {"description_width": "8em"}
+    controls = {
+        "workload": _dropdown("models", workload, "workload"),
+        "hardware": _dropdown("hardware", hardware, "device"),
+        "pipeline": W.Dropdown(options=_data()["pipeline"].names(), value=pipeline, description="pipeline",
+                               style=style),
+        "storage": W.Dropdown(options=_data()["storage"].names(), value=storage, description="storage",
+                              style=style),
+        "workers": W.IntSlider(value=workers, min=1, max=64, description="workers", style=style),
+        "batch": _log_slider("batch", batch, 0, 12),
+        "efficiency": W.FloatSlider(value=efficiency, min=0.05, max=1.0, step=0.05,
+                                    description="efficiency", style=style),
+        "seq_len": W.IntSlider(value=seq_len, min=128, max=8192, step=128, description="tokens/sample",
+                               style=style),
+    }
+
+    def compute(workload, hardware, pipeline, storage, workers, batch, efficiency, seq_len):
+        from .registry import model
+        kw = {} if isinstance(model(workload), CNN) else {"seq_len": seq_len}
+        return datapipe(workload, hardware, batch=batch, pipeline=pipeline, storage=storage, workers=workers,
+                        efficiency=efficiency, mem_efficiency=efficiency, **kw)
+
+    def render(r):
+        unit = "images/s" if r.tokens_per_sample == 1 else "sequences/s"
+        rows = [("bound", r.bound), ("delivered", f"{fmt(r.delivered_sps)} {unit}"),
+                ("accelerator busy", fmt(r.utilization, "%")),
+                ("workers to keep it fed", f"{r.workers_needed:g}"),
+                ("storage read rate", fmt(r.input_Bps, "B/s"))]
+        return rows, plots.pipeline_stages(r)
+
+    return Explorer(controls, compute, render, title="Input-pipeline explorer")
 
 
 # --- quantization (05) -----------------------------------------------------
+def quantization_explorer(workload: str = "Llama-2-7B", hardware: str = "A100-80GB", scheme: str = "w4a16",
+                          phase: str = "decode", batch: int = 1, context_tokens: int = 0,
+                          baseline: str = "bf16") -> Explorer:
+    """Explore :func:`mlsysim.quantized`: speed-up and memory of a scheme against a 16-bit baseline."""
+    from .quantization import SCHEMES, quantized
+    style = {"description_width": "8em"}
+    controls = {
+        "workload": _dropdown("models", workload, "workload"),
+        "hardware": _dropdown("hardware", hardware, "device"),
+        "scheme": W.Dropdown(options=list(SCHEMES), value=scheme, description="scheme", style=style),
+        "baseline": W.Dropdown(options=["bf16", "fp16"], value=baseline, description="baseline", style=style),
+        "phase": W.Dropdown(options=["decode", "prefill"], value=phase, description="phase", style=style),
+        "batch": _log_slider("batch", batch, 0, 12),
+        "context_tokens": W.IntSlider(value=context_tokens, min=0, max=32768, step=512, description="context",
+                                      style=style),
+    }
+
+    def compute(workload, hardware, scheme, baseline, phase, batch, context_tokens):
+        from .registry import model
+        if isinstance(model(workload), CNN):
+            return quantized(workload, hardware, scheme, baseline=baseline, batch=batch)
+        kw = dict(seq_len=2048) if phase == "prefill" else dict(context_tokens=context_tokens)
+        return quantized(workload, hardware, scheme, baseline=baseline, phase=phase, batch=batch, **kw)
+
+    def render(q):
+        times = {"time per pass (ms)": [q.baseline_s * 1e3, q.time_s * 1e3]}
+        fig = plots.bars([q.baseline, q.scheme], times, ylabel="time per pass (ms)",
+                         title=f"{q.workload} {q.phase} on {q.hardware}, batch {q.batch:g}")
+        rows = [("speed-up", f"{q.speedup:.3g}x"), ("bound", f"{q.bound} (baseline: {q.baseline_bound})"),
+                ("time per pass", f"{fmt(q.time_s, 's')} vs {fmt(q.baseline_s, 's')}"),
+                ("memory needed", f"{fmt(q.footprint_B, 'B')} vs {fmt(q.baseline_footprint_B, 'B')}")]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Quantization explorer")
 
 
 # --- distributed training (06) ---------------------------------------------
