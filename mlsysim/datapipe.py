@@ -32,9 +32,9 @@ constants (ImageNet JPEG size, decode cost per core, tokenizer speed, storage ti
 host CPUs) live in ``data/datapipe.yaml``.
 
 Worked number (tested): ResNet-50 training on an A100-80GB at batch 256 in bf16 has a
-roofline bound of 8,494 images/s; with FFCV's pipeline (326 images/s per hardware
-thread) 8 workers deliver 2,606 images/s, so the GPU computes 31 % of the time, and
-27 workers would keep it fed.
+roofline bound of 5,154 images/s; with FFCV's pipeline (326 images/s per hardware
+thread) 8 workers deliver 2,606 images/s, so the GPU computes 51 % of the time, and
+16 workers would keep it fed.
 """
 from __future__ import annotations
 
@@ -352,7 +352,7 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
 
     >>> r = datapipe("resnet-50", "a100-80gb", batch=256, workers=8)
     >>> r.bound, round(r.delivered_sps), round(r.utilization, 2), r.workers_needed
-    ('cpu', 2606, 0.31, 27)
+    ('cpu', 2606, 0.51, 16)
     """
     m, hw = _model(workload), _hardware(hardware)
     p = _pipeline_for(m, pipeline)

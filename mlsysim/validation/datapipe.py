@@ -18,12 +18,12 @@ CASES = [
          title="ResNet-50 training throughput, one A100-80GB, batch 256, mixed precision (img/s)",
          published=2470.0, unit="img/s",
          predict=lambda: datapipe("resnet-50", "a100-80gb", batch=256).accelerator_sps,
-         kind="bound", direction="upper", tolerance=0.75, source=DLE_RN50,
-         note="The roofline counts each activation read and written about six times per training step "
-              "(fused kernels). Training kernels do not fuse batch norm and ReLU with the convolutions: "
-              "batch statistics need a separate pass, and the backward reads the saved tensors again, so "
-              "the real traffic is roughly three times the count and the step reaches 29 % of the bound. "
-              "Notebook 04 uses that measured fraction as the achieved efficiency."),
+         kind="bound", direction="upper", tolerance=0.6, source=DLE_RN50,
+         note="The roofline already charges batch norm's own passes over every activation in training "
+              "(3 reads and writes per conv input and 10 per output). The measured step still reaches "
+              "about half of that bound: memory-bound BN/ReLU kernels run below peak bandwidth, and the "
+              "convolutions, the optimizer update and layout conversions add their own gaps. Notebook 04 "
+              "uses the measured fraction as the achieved efficiency."),
     Case(id="dataloader-decode-8-workers", area="datapipe",
          title="ImageNet JPEG decode in a PyTorch DataLoader, 8 workers (img/s)",
          published=1754.0, unit="img/s",
