@@ -33,9 +33,9 @@ from .workloads import CNN, Transformer
 
 # checkpoint (06, 11)
 
-# sustainability (07)
+from .sustainability import Footprint, carbon_kg, embodied_kg, energy_kwh, footprint, it_power_W
 
-# economics (07, 08)
+from .economics import TCO, TrainingRun, capex_usd, rental_usd, tco, training_run, usd_per_million_tokens
 
 # reasoning (08)
 
