@@ -174,6 +174,45 @@ def generations_explorer(workload: str = "Llama-3-8B", phase: str = "decode", ba
 
 
 # --- operations (07, 08) ---------------------------------------------------
+GEOGRAPHY_REGIONS = ("Montreal", "Paris", "Ashburn", "Warsaw")
+
+
+def geography_explorer(node: str = "DGX-H100", nodes: int = 128, days: float = 30.0, utilization: float = 0.84,
+                       carbon_price_usd_per_t: float = 0.0, regions=GEOGRAPHY_REGIONS) -> Explorer:
+    """Explore :func:`mlsysim.footprint` and :func:`mlsysim.tco` of one cluster in several regions."""
+    from .economics import tco
+    from .sustainability import footprint
+    from .registry import _key
+    from .sustainability import _data as _sdata
+    options = [n for n in zoo("nodes") if _key(n) in _sdata()["embodied"]]
+    style = {"description_width": "8em"}
+    controls = {
+        "node": _dropdown("nodes", node, "node", options=options),
+        "nodes": _log_slider("nodes", nodes, 0, 12),
+        "days": W.FloatSlider(value=days, min=1, max=365, step=1, description="days", style=style),
+        "utilization": W.FloatSlider(value=utilization, min=0.0, max=1.0, step=0.01, description="utilisation",
+                                     style=style),
+        "carbon_price": W.FloatSlider(value=carbon_price_usd_per_t, min=0, max=300, step=5,
+                                      description="carbon $/t", style=style),
+    }
+    names = list(regions)
+
+    def compute(node, nodes, days, utilization, carbon_price):
+        from .registry import cluster
+        c = cluster(node, nodes=int(nodes))
+        return (footprint(c, hours=days * 24.0, grid=names, utilization=utilization),
+                tco(c, days=days, grid=names, utilization=utilization, carbon_price_usd_per_t=carbon_price))
+
+    def render(result):
+        f, t = result
+        fig = plots.bars(names, {"operational": f.operational_kg / 1e3, "embodied": f.embodied_kg / 1e3},
+                         ylabel="tCO2e", title=f"{f.cluster}, {fmt(float(f.hours) * 3600, 's')}", logy=True)
+        rows = [(n, f"{fmt(e * 1e3, 'Wh')}, {k / 1e3:.3g} tCO2e, {fmt(w, 'L')} water, ${fmt(c, '', 3)}")
+                for n, e, k, w, c in zip(names, f.energy_kWh, f.total_kg, f.water_onsite_L, t.total_usd)]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Same cluster, four regions")
+
 
 
 # --- analysis (09, 10) -----------------------------------------------------
