@@ -31,7 +31,7 @@ import numpy as np
 
 from .errors import MlsysimError, UnknownNameError, check_fraction, check_positive
 from .registry import _key, _read, cluster as _cluster, grid as _grid, model as _model
-from .sustainability import _grids, _html, _num, _per_grid, _pue, _text, _utilization, it_power_W
+from .sustainability import _grids, _html, _ndim, _num, _per_grid, _pue, _text, _utilization, it_power_W
 from .units import fmt
 
 DAYS_PER_YEAR = 365.0
@@ -67,7 +67,21 @@ def _data() -> dict:
     return {"node_price": {_key(e["node"]): float(e["price_usd"]) for e in raw["node_prices"]},
             "network": float(raw["network_fraction"]),
             "maintenance": float(raw["maintenance_fraction_per_year"]),
-            "years": float(raw["depreciation_years"]), "cloud": offers}
+            "years": float(raw["depreciation_years"]), "cloud": offers,
+            "basis": {k: raw[f"{k}_basis"] for k in ("network", "maintenance", "depreciation")}}
+
+
+def assumptions():
+    """The default economic inputs of :func:`tco` and where they come from (full sources in
+    ``data/economics.yaml``), as a table."""
+    from .tables import table
+    d = _data()
+    return table([{"input": "scale-out network, share of node price", "value": f"{d['network']:.0%}",
+                   "basis": d["basis"]["network"]},
+                  {"input": "maintenance per year, share of price", "value": f"{d['maintenance']:.0%}",
+                   "basis": d["basis"]["maintenance"]},
+                  {"input": "depreciation life", "value": f"{d['years']:g} years",
+                   "basis": d["basis"]["depreciation"]}], title="Default inputs of tco()")
 
 
 def cloud_offer(name) -> CloudOffer:
@@ -118,7 +132,7 @@ def _price(x, name):
 
 
 # --- total cost of ownership -------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TCO:
     """Result of :func:`tco`: costs in USD over ``days``; energy in kWh; carbon in kgCO2e."""
 
@@ -172,6 +186,8 @@ class TCO:
     def __str__(self) -> str:
         return _text(self.rows())
 
+    __repr__ = __str__
+
     def _repr_html_(self) -> str:
         return _html(self.rows())
 
@@ -208,7 +224,7 @@ def tco(cluster, days, grid, utilization="training", years=None, residual_fracti
     k = capex_usd(c, node_price_usd, network_fraction)
     u = _utilization(utilization)
     it = it_power_W(c, u) * days * 24.0 / 1e3
-    nd = np.ndim(it)
+    nd = _ndim(it, k, m, years, residual_fraction, carbon_price, price_usd_per_kWh, pue)
     p = _pue(pue) if pue is not None else _per_grid([g.pue for g in gs], one, nd)
     if price_usd_per_kWh is not None:
         price = _price(price_usd_per_kWh, "price_usd_per_kWh")
@@ -251,7 +267,7 @@ def rental_usd(accelerator_hours, offer):
 
 
 # --- a training run ----------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TrainingRun:
     """Result of :func:`training_run`: the work of a run and how long it keeps ``cluster`` busy."""
 
@@ -276,12 +292,14 @@ class TrainingRun:
         if np.ndim(self.hours):
             return [("shape", str(np.shape(self.hours)))]
         return [("model", self.model), ("cluster", self.cluster), ("tokens", fmt(self.tokens)),
-                ("work", fmt(self.flops, "FLOP")), ("MFU", f"{self.mfu:.0%}"),
+                ("work", f"{self.flops:.3g} FLOP"), ("MFU", f"{self.mfu:.0%}"),
                 ("duration", fmt(self.hours * 3600, "s")),
                 ("accelerator-hours", fmt(self.accelerator_hours))]
 
     def __str__(self) -> str:
         return _text(self.rows())
+
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         return _html(self.rows())

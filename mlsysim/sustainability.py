@@ -46,7 +46,7 @@ HOURS_PER_YEAR = 8760.0
 
 
 # --- data ------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Calibration:
     """Host share h and training utilisation u derived from two measurements of an H100 node."""
 
@@ -65,6 +65,8 @@ class Calibration:
 
     def __str__(self) -> str:
         return _text(self.rows())
+
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         return _html(self.rows())
@@ -229,6 +231,11 @@ def _grids(grid):
     return tuple(g.name for g in gs), gs
 
 
+def _ndim(*values) -> int:
+    """Number of axes of the broadcast of ``values`` (the axes that follow a grid axis)."""
+    return len(np.broadcast_shapes(*(np.shape(v) for v in values if v is not None)))
+
+
 def _per_grid(values: list[float], one: bool, ndim: int):
     """One float for a single grid, else an array with a leading grid axis broadcastable to ``ndim``."""
     if one:
@@ -260,7 +267,7 @@ def carbon_kg(cluster, hours, grid, utilization=1.0, pue=None, scope: str = "nod
     names, gs = _grids(grid)
     one = isinstance(names, str)
     it = energy_kwh(cluster, hours, utilization, 1.0, scope, network_W_per_accelerator)
-    nd = np.ndim(it)
+    nd = _ndim(it, pue)
     p = _pue(pue) if pue is not None else _per_grid([g.pue for g in gs], one, nd)
     ci = _per_grid([g.carbon_g_per_kWh for g in gs], one, nd)
     return it * p * ci / 1e3
@@ -302,7 +309,7 @@ def _fraction(x, name):
 
 
 # --- the whole footprint ---------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Footprint:
     """Result of :func:`footprint`: energy (kWh), carbon (kgCO2e) and water (litres).
 
@@ -346,19 +353,32 @@ class Footprint:
                 ("IT energy", fmt(self.it_energy_kWh * 1e3, "Wh")), ("PUE", f"{self.pue:.2f}"),
                 ("energy at the meter", fmt(self.energy_kWh * 1e3, "Wh")),
                 ("grid intensity", f"{self.carbon_g_per_kWh:.4g} gCO2e/kWh"),
-                ("operational carbon", _tonnes(self.operational_kg)),
-                ("embodied carbon", _tonnes(self.embodied_kg)), ("total carbon", _tonnes(self.total_kg)),
+                ("operational carbon", fmt_carbon(self.operational_kg)),
+                ("embodied carbon", fmt_carbon(self.embodied_kg)), ("total carbon", fmt_carbon(self.total_kg)),
                 ("water on site", fmt(self.water_onsite_L, "L")), ("water off site", off)]
 
     def __str__(self) -> str:
         return _text(self.rows())
 
+    __repr__ = __str__
+
     def _repr_html_(self) -> str:
         return _html(self.rows())
 
 
-def _tonnes(kg) -> str:
-    return f"{kg / 1e3:.3g} tCO2e" if kg >= 1e3 else f"{kg:.3g} kgCO2e"
+def fmt_carbon(kg, unit: str = "CO2e") -> str:
+    """Carbon mass for a table: kg below a tonne, 3 significant figures, thousands separated.
+
+    >>> fmt_carbon(412.0), fmt_carbon(24_259.0), fmt_carbon(3_514_149.0)
+    ('412 kgCO2e', '24.3 tCO2e', '3,514 tCO2e')
+    """
+    kg = float(kg)
+    if math.isnan(kg):
+        return "n/a"
+    if abs(kg) < 1e3:
+        return f"{kg:.3g} kg{unit}"
+    t = kg / 1e3
+    return f"{t:,.0f} t{unit}" if abs(t) >= 1e3 else f"{t:.3g} t{unit}"
 
 
 def footprint(cluster, hours, grid, utilization="training", pue=None, scope: str = "node",
@@ -380,7 +400,8 @@ def footprint(cluster, hours, grid, utilization="training", pue=None, scope: str
     power = it_power_W(c, u, scope, network_W_per_accelerator)
     hours = _num(hours, "hours")
     it = power * hours / 1e3
-    nd = np.ndim(it)
+    nd = _ndim(it, pue, wue_L_per_kWh, offsite_L_per_kWh, lifetime_years, lifetime_utilization,
+               embodied_kg_per_node)
     p = _pue(pue) if pue is not None else _per_grid([g.pue for g in gs], one, nd)
     ci = _per_grid([g.carbon_g_per_kWh for g in gs], one, nd)
     if wue_L_per_kWh is not None:

@@ -189,3 +189,12 @@ def test_geography_explorer():
     assert ex.result[0].hours == pytest.approx(60 * 24)
     ex.controls["node"].value = "DGX-A100"
     assert ex.result[0].cluster.endswith("(IB-HDR)") and ex.error == ""
+
+
+def test_grid_axis_leads_every_broadcast_input():
+    prices = np.linspace(0, 300, 7)
+    t = ms.tco(H100_NODE, days=10, grid=REGIONS, carbon_price_usd_per_t=prices)
+    assert t.total_usd.shape == (4, 7)
+    f = ms.footprint(H100_NODE, hours=10, grid=REGIONS, pue=np.array([1.1, 1.5]))
+    assert f.total_kg.shape == (4, 2)
+    assert ms.carbon_kg(H100_NODE, hours=10, grid=REGIONS, pue=np.array([1.1, 1.5])).shape == (4, 2)

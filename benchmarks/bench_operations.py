@@ -1,0 +1,21 @@
+"""Single calls of the sustainability and economics solvers, and a vectorised region × duration sweep."""
+import numpy as np
+
+import mlsysim as ms
+from run import Bench
+
+_cluster, _grid = ms.cluster("dgx-h100", nodes=128), ms.grid("quebec")
+_regions = ["montreal", "paris", "ashburn", "warsaw"]
+_hours = np.linspace(1.0, 10_000.0, 250_000)
+
+BENCHMARKS = [
+    Bench("energy_kwh(), one cluster", lambda: ms.energy_kwh(_cluster, hours=1000, utilization=0.8), "<= 50 µs"),
+    Bench("carbon_kg(), one grid", lambda: ms.carbon_kg(_cluster, hours=1000, grid=_grid), "<= 50 µs"),
+    Bench("footprint(), by registry names", lambda: ms.footprint("dgx-h100", hours=1000, grid="quebec"),
+          "<= 50 µs"),
+    Bench("tco(), one grid", lambda: ms.tco(_cluster, days=30, grid="virginia"), "<= 50 µs"),
+    Bench("training_run(), Llama-3-70B", lambda: ms.training_run("llama-3-70b", _cluster, 15e12), "<= 50 µs"),
+    Bench("footprint() sweep, 4 regions × 250k durations",
+          lambda: ms.footprint(_cluster, hours=_hours, grid=_regions), ">= 1e6 points/s",
+          points=4 * _hours.size, calls=1),
+]
