@@ -40,7 +40,7 @@ from .sustainability import Footprint, carbon_kg, embodied_kg, energy_kwh, footp
 
 from .economics import TCO, TrainingRun, capex_usd, rental_usd, tco, training_run, usd_per_million_tokens
 
-# reasoning (08)
+from .reasoning import ReasoningService, Routing, reasoning_service, routing
 
 # sensitivity (09)
 
