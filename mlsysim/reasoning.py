@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .economics import cloud_offer, usd_per_million_tokens
+from .economics import cloud_offer
 from .errors import InfeasibleError, MlsysimError, check_fraction, check_positive
 from .registry import hardware as _hardware, model as _model
 from .serving import _valid_tp, generate, max_batch, min_tp, prefill
@@ -91,8 +91,9 @@ class ReasoningService:
 
     @property
     def usd_per_million_tokens(self):
-        """Cost of a million generated tokens (thinking plus answer)."""
-        return usd_per_million_tokens(self.usd_per_hour, self.qps * self.output_tokens)
+        """Cost of a million generated tokens (thinking plus answer), as
+        :func:`mlsysim.economics.usd_per_million_tokens` (NaN where infeasible)."""
+        return self.usd_per_hour * 1e6 / (3600.0 * self.qps * self.output_tokens)
 
     @property
     def utilization(self):
