@@ -198,3 +198,9 @@ def test_grid_axis_leads_every_broadcast_input():
     f = ms.footprint(H100_NODE, hours=10, grid=REGIONS, pue=np.array([1.1, 1.5]))
     assert f.total_kg.shape == (4, 2)
     assert ms.carbon_kg(H100_NODE, hours=10, grid=REGIONS, pue=np.array([1.1, 1.5])).shape == (4, 2)
+
+
+def test_side_by_side_plot():
+    fig = ms.plots.side_by_side(np.arange(3), {"a": [1, 2, 3]}, {"b": [3, 2, 1]}, "x", "left", "right",
+                                title="t")
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "right"
