@@ -232,6 +232,8 @@ def _num(x):
     """A float for a scalar, a float array otherwise (None stays None)."""
     if x is None:
         return None
+    if type(x) in (int, float):   # fast path for plain numbers
+        return float(x)
     return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
 
 
@@ -261,7 +263,8 @@ def pass_cost(workload, phase: str | None = None, batch=1, seq_len=None, context
     else:
         tokens = 2048 if seq_len is None else seq_len
         check_positive("seq_len", tokens)
-    longest = float(np.max(context_tokens + tokens))
+    longest = context_tokens + tokens
+    longest = longest if isinstance(longest, float) else float(np.max(longest))
     if longest > m.max_context:
         raise InfeasibleError(f"{m.name} has a context window of {m.max_context:,} tokens; "
                               f"context_tokens + new tokens reaches {longest:,.0f}")
