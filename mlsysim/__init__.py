@@ -39,11 +39,11 @@ from .reliability import (cluster_mtbf_h, daly_interval_s, ettr, expected_failur
 
 from .checkpoint import Checkpoint, checkpoint, checkpoint_bytes, storage_tier, storage_tiers
 
-# sustainability (07)
+from .sustainability import Footprint, carbon_kg, embodied_kg, energy_kwh, footprint, it_power_W
 
-# economics (07, 08)
+from .economics import TCO, TrainingRun, capex_usd, rental_usd, tco, training_run, usd_per_million_tokens
 
-# reasoning (08)
+from .reasoning import ReasoningService, Routing, reasoning_service, routing
 
 # sensitivity (09)
 

@@ -275,6 +275,16 @@ def interval_tradeoff(interval_s, series: dict, marks: dict | None = None, ylabe
 
 
 # --- operations (07, 08) ---------------------------------------------------
+def side_by_side(x, left: dict, right: dict, xlabel: str, left_ylabel: str, right_ylabel: str,
+                 title: str = "", logy_left: bool = False, logy_right: bool = False):
+    """Two panels sharing an x axis: ``left`` and ``right`` map labels to y(x) curves."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9.5, 4.0), layout="constrained")
+    lines(x, left, xlabel=xlabel, ylabel=left_ylabel, ax=a, markers=False, logy=logy_left)
+    lines(x, right, xlabel=xlabel, ylabel=right_ylabel, ax=b, markers=False, logy=logy_right)
+    if title:
+        fig.suptitle(title)
+    return fig
+
 
 
 # --- analysis (09, 10) -----------------------------------------------------
