@@ -23,12 +23,13 @@ from .workloads import CNN, Transformer
 
 # quantization (05)
 
-# memory (06, 11)
+from .memory import TrainingMemory, model_states_B, training_memory
 
 from .collectives import (all_gather_time, all_to_all_time, allreduce_time, broadcast_time,
                           hierarchical_allreduce_time, p2p_time, reduce_scatter_time)
 
-# parallel (06, 11)
+from .parallel import (DEFAULT_EFFICIENCY, ParallelSearch, TrainStep, best_parallelism, mfu, time_to_train_s,
+                       train_step, training_flops)
 
 # reliability (06, 11)
 
