@@ -17,7 +17,9 @@ from .units import fmt
 from .workloads import CNN, Transformer
 
 # --- one import line per solver module; keep the blank lines between them ---
-# serving (notebooks 02, 03)
+from .serving import (Generation, InferenceStep, PagedKV, ServingMemory, Speculative, decode,
+                      expected_accepted_tokens, generate, kv_cache_bytes, max_batch, max_context, min_tp,
+                      paged_kv, prefill, serving_memory, speculative_decode)
 
 # datapipe (04)
 
