@@ -342,6 +342,89 @@ def quantization_explorer(workload: str = "Llama-2-7B", hardware: str = "A100-80
 
 
 # --- distributed training (06) ---------------------------------------------
+def parallel_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", nodes: int = 128,
+                      global_batch: int = 1024, seq_len: int = 4096, tp: int = 8, pp: int = 4,
+                      microbatch: int = 1, interleave: int = 1, zero_stage: int = 1,
+                      recompute: str = "none", overlap: float = 1.0) -> Explorer:
+    """Explore :func:`mlsysim.train_step` over tp, pp, dp (through the node count), the
+    micro-batch size (hence the number of micro-batches), interleaving, ZeRO and recomputation."""
+    from .parallel import train_step
+    from .registry import cluster
+    style = {"description_width": "8em"}
+    controls = {
+        "model": _dropdown("models", model, "model", options=[n for n in zoo("models") if not n.startswith(
+            ("ResNet", "MobileNet"))]),
+        "nodes": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048], value=nodes,
+                            description="nodes (× 8 GPUs)", style=style),
+        "tp": W.Dropdown(options=[1, 2, 4, 8], value=tp, description="tensor (tp)", style=style),
+        "pp": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=pp, description="pipeline (pp)", style=style),
+        "microbatch": W.Dropdown(options=[1, 2, 4, 8, 16], value=microbatch, description="micro-batch", style=style),
+        "interleave": W.Dropdown(options=[1, 2, 4], value=interleave, description="interleave (v)", style=style),
+        "zero_stage": W.Dropdown(options=[0, 1, 2, 3], value=zero_stage, description="ZeRO stage", style=style),
+        "recompute": W.Dropdown(options=["none", "selective", "full"], value=recompute, description="recompute",
+                                style=style),
+        "overlap": W.FloatSlider(value=overlap, min=0.0, max=1.0, step=0.1, description="DP overlap", style=style),
+    }
+
+    def compute(model, nodes, tp, pp, microbatch, interleave, zero_stage, recompute, overlap):
+        return train_step(model, cluster(node, nodes=nodes), global_batch, seq_len, tp=tp, pp=pp,
+                          micro_batch=microbatch, interleave=interleave, zero_stage=zero_stage,
+                          recompute=recompute, overlap=overlap)
+
+    def render(r):
+        fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6), layout="constrained")
+        plots.step_breakdown(["step"], [r], title=f"{r.model}: {fmt(r.step_s, 's')} per step", ax=axes[0])
+        plots.memory_breakdown(["per GPU"], [r.memory], r.memory.capacity_B, title="memory", ax=axes[1])
+        rows = [("layout", f"tp {r.tp} × pp {r.pp} × dp {r.dp} = {r.accelerators:,} GPUs"),
+                ("micro-batches", f"{r.microbatches} of {r.micro_batch} × {r.seq_len} tokens"),
+                ("step time", fmt(r.step_s, "s")), ("MFU", f"{r.mfu:.1%}"),
+                ("bubble", f"{r.bubble_s / r.step_s:.1%} of the step"),
+                ("exposed communication", f"{r.comm_s / r.step_s:.1%} of the step"),
+                ("memory per GPU", f"{fmt(r.memory_per_gpu_B, 'B')} of {fmt(r.memory.capacity_B, 'B')}")]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title=f"Parallel layout explorer ({global_batch} × {seq_len} "
+                                                      f"tokens per step)")
+
+
+def scaling_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", global_batch: int = 1024,
+                     seq_len: int = 4096, gpus=(8, 64, 512, 1024, 4096, 16384), overlap: float = 1.0) -> Explorer:
+    """The fastest layout found by :func:`mlsysim.best_parallelism` at each cluster size, for a
+    fixed global batch: MFU and where the step time goes."""
+    from .parallel import best_parallelism
+    from .registry import cluster
+    style = {"description_width": "8em"}
+    controls = {
+        "model": _dropdown("models", model, "model", options=["Llama-3-8B", "Llama-3-70B", "Llama-3.1-405B",
+                                                               "GPT-3-175B", "Mixtral-8x7B"]),
+        "global_batch": W.Dropdown(options=[256, 512, 1024, 2048, 4096], value=global_batch,
+                                   description="sequences/step", style=style),
+        "overlap": W.FloatSlider(value=overlap, min=0.0, max=1.0, step=0.1, description="DP overlap", style=style),
+    }
+
+    def compute(model, global_batch, overlap):
+        out = []
+        for n in gpus:
+            try:
+                out.append(best_parallelism(model, cluster(node, nodes=max(n // 8, 1)), global_batch, seq_len,
+                                            overlap=overlap).best)
+            except MlsysimError:
+                continue
+        if not out:
+            raise MlsysimError(f"{model} fits on none of the cluster sizes {gpus}")
+        return out
+
+    def render(results):
+        labels = [f"{r.accelerators:,}" for r in results]
+        fig = plots.step_breakdown(labels, results, share=True,
+                                   title=f"{results[0].model}, {global_batch} × {seq_len} tokens per step")
+        fig.axes[0].set_xlabel("GPUs")
+        rows = [(f"{r.accelerators:,} GPUs", f"tp {r.tp} pp {r.pp} dp {r.dp}, ZeRO-{r.zero_stage}, "
+                                            f"{fmt(r.step_s, 's')}, MFU {r.mfu:.1%}") for r in results]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Scaling: the best layout at each size")
+
 
 
 # --- reliability and checkpointing (06) ------------------------------------
