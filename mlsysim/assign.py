@@ -131,6 +131,7 @@ def nbgrader_source(nb: dict, points: float = 1) -> dict:
     worth ``points``.
     """
     out = copy.deepcopy(nb)
+    out.get("metadata", {}).pop("widgets", None)  # the release copy starts without saved widget views
     cells = []
     for i, cell in enumerate(out.get("cells", [])):
         if not has_solution(cell):
@@ -143,7 +144,7 @@ def nbgrader_source(nb: dict, points: float = 1) -> dict:
             continue
         clear_solutions(_source(cell), CODE_STUB)  # raises on a broken marker pair
         ids = check_ids(cell)
-        label = ids[0] if ids else f"cell-{i}"
+        label = re.sub(r"[^A-Za-z0-9_-]", "_", ids[0]) if ids else f"cell-{i}"  # nbgrader's id pattern
         lines = _source(cell).split("\n")
         keep = [line for line in lines if not CHECK.match(line)]
         tests = [CHECK.match(line).group("indent") + "assert " + line.strip() for line in lines if CHECK.match(line)]
@@ -152,7 +153,7 @@ def nbgrader_source(nb: dict, points: float = 1) -> dict:
                                                                 locked=False)
         cells.append(cell)
         if tests:
-            cells.append({"cell_type": "code", "execution_count": None, "id": f"check-{label}".replace(".", "-"),
+            cells.append({"cell_type": "code", "execution_count": None, "id": f"check-{label}",
                           "metadata": {"nbgrader": _nbgrader(f"check-{label}", solution=False, grade=True,
                                                              locked=True, points=points)},
                           "outputs": [], "source": "\n".join(tests)})
@@ -207,3 +208,117 @@ def assign(paths, out_dir, nbgrader: bool = False) -> list[tuple[Path, int]]:
         write(nbgrader_source(nb) if nbgrader else student_copy(nb, src.name)[0], dest)
         done.append((dest, regions))
     return done
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$", re.DOTALL)
+_NOTEBOOK_REF = re.compile(r"\bnotebooks?\s+((?:\d\d)(?:(?:\s*,\s*|\s+and\s+|\s*[–-]\s*)\d\d)*)|\b(\d\d)_[a-z0-9_]+")
+
+
+def _referenced(text: str) -> set[str]:
+    """Two-digit notebook numbers named in ``text``: "notebook 03", "notebooks 02 and 03", "03_kv_cache"."""
+    found = set()
+    for m in _NOTEBOOK_REF.finditer(text):
+        if m.group(2):
+            found.add(m.group(2))
+        else:
+            numbers = re.findall(r"\d\d|[–-]", m.group(1))
+            for i, tok in enumerate(numbers):
+                if tok in "–-" and 0 < i < len(numbers) - 1:  # a range such as "06–08"
+                    found.update(f"{k:02d}" for k in range(int(numbers[i - 1]), int(numbers[i + 1]) + 1))
+                elif tok not in "–-":
+                    found.add(tok)
+    return found
+
+
+def outline(path) -> dict:
+    """What a notebook asks of its reader, counted from the file.
+
+    Returns ``notebook`` (its two-digit number), ``title`` (first heading), ``words`` of prose
+    (markdown outside equations), ``code_cells``, ``exercises`` (checked answers), ``figures``
+    (stored image outputs), ``explorers`` (stored widget views) and ``builds_on``: the
+    earlier notebooks its text refers to.
+    """
+    nb, path = read(path), Path(path)
+    number = path.name[:2]
+    md = [_source(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    title = next((line.lstrip("# ").strip() for text in md for line in text.split("\n")
+                  if line.startswith("# ")), path.stem)
+    outputs = [o for c in code for o in c.get("outputs", [])]
+    text = "\n".join(md)
+    return {
+        "notebook": number, "title": title,
+        "words": len(_WORD.findall(_MATH.sub(" ", text))),
+        "code_cells": len(code),
+        "exercises": sum(len(check_ids(c)) for c in code),
+        "figures": sum("image/png" in o.get("data", {}) for o in outputs),
+        "explorers": sum("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs),
+        "builds_on": sorted(n for n in _referenced(text + "\n".join(_source(c) for c in code))
+                            if n.isdigit() and n < number),
+    }
+
+
+def score(nb: dict, expected: list[str] | None = None) -> dict[str, bool]:
+    """Which exercises an *executed* notebook answers correctly, read from its check outputs.
+
+    Each ``ms.exercises.check`` prints ``✅ <id> correct`` when the answer is right; an
+    exercise whose cell raised, was deleted or printed ``❌`` counts as not passed.
+    ``expected`` lists the ids to score (by default those the notebook's cells check).
+    Re-execute a submission before scoring it (``mlsysim score --execute``): stored
+    outputs can be edited by hand.
+    """
+    passed = {}
+    for cell in nb.get("cells", []):
+        text = "".join("".join(o.get("text", "")) for o in cell.get("outputs", [])
+                       if o.get("output_type") == "stream")
+        for i in check_ids(cell):
+            passed[i] = passed.get(i, False) or f"✅ {i} correct" in text
+    return {i: passed.get(i, False) for i in (expected if expected is not None else passed)}
+
+
+def notebook_client(nb, cwd, timeout: int = 120, **options):
+    """An nbclient ``NotebookClient`` for notebook node ``nb``, run in folder ``cwd``.
+
+    Its kernel client polls for each execute reply in slices of a quarter second: with
+    widgets, the asyncio poll of the stock client sometimes sleeps through a reply that
+    has arrived and wakes only at the cell's timeout (jupyter/nbclient#312), which made
+    one widget cell in a few dozen take the whole timeout.
+    """
+    from time import monotonic
+
+    from jupyter_client.asynchronous import AsyncKernelClient
+    from jupyter_client.channels import AsyncZMQSocketChannel
+    from nbclient import NotebookClient
+    from queue import Empty
+    from traitlets import Type
+
+    class SlicedChannel(AsyncZMQSocketChannel):
+        async def get_msg(self, timeout=None):
+            deadline = None if timeout is None else monotonic() + timeout
+            while True:
+                left = 0.25 if deadline is None else min(0.25, max(0.0, deadline - monotonic()))
+                if await self.socket.poll(int(left * 1000)):
+                    return await self._recv()
+                if deadline is not None and monotonic() >= deadline:
+                    raise Empty
+
+    class SlicedKernelClient(AsyncKernelClient):
+        shell_channel_class = Type(SlicedChannel)
+
+    class Client(NotebookClient):
+        def create_kernel_manager(self):
+            km = super().create_kernel_manager()
+            km.client_factory = SlicedKernelClient
+            return km
+
+    return Client(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}},
+                  **options)
+
+
+def execute(nb: dict, cwd, timeout: int = 120) -> dict:
+    """Run a notebook top to bottom in a fresh kernel, keeping going after errors (needs nbclient)."""
+    import nbformat
+    node = nbformat.reads(json.dumps(nb), as_version=4)
+    notebook_client(node, cwd, timeout, allow_errors=True).execute()
+    return json.loads(nbformat.writes(node))

@@ -2,6 +2,7 @@
 
     mlsysim assign notebooks/ --out student/        # student copies of the notebooks
     mlsysim assign notebooks/ --out source/ps1 --nbgrader
+    mlsysim score --execute submitted/alice/               # exercises answered correctly
 
 Each subcommand is one ``_add_<name>(commands)`` function that declares its
 arguments and sets ``run`` to a ``_run_<name>(args) -> int`` function; list the
@@ -71,8 +72,42 @@ def _run_assign(args) -> int:
     return 0
 
 
-# One entry per subcommand, in the order `mlsysim --help` lists them.
-COMMANDS = [_add_assign]
+def _add_score(commands) -> None:
+    p = commands.add_parser(
+        "score", help="count the exercises a submitted notebook answers correctly",
+        description="Read the output of every ms.exercises.check in each notebook and count the "
+                    "exercises answered correctly. Use --execute to run each notebook first (in a "
+                    "fresh kernel, continuing after errors): stored outputs can be edited by hand.")
+    p.add_argument("paths", nargs="+", help="submitted notebooks, or folders holding them")
+    p.add_argument("--execute", action="store_true", help="run each notebook before scoring it")
+    add_json_flag(p)
+    p.set_defaults(run=_run_score)
+
+
+def _run_score(args) -> int:
+    from . import exercises
+    from .assign import execute, notebooks, read, score
+    from .errors import UnknownNameError
+    results = {}
+    for path in notebooks(args.paths):
+        nb = execute(read(path), path.parent) if args.execute else read(path)
+        try:
+            expected = exercises.ids(path.name[:2])
+        except UnknownNameError:
+            expected = None
+        results[str(path)] = score(nb, expected)
+    if args.json:
+        emit(results, args)
+        return 0
+    for path, marks in results.items():
+        missing = [i for i, ok in marks.items() if not ok]
+        print(f"{path}: {len(marks) - len(missing)} / {len(marks)} correct"
+              + (f" (not yet: {', '.join(missing)})" if missing else ""))
+    return 0
+
+
+#: The subcommands' ``_add_<name>`` functions, in the order ``mlsysim --help`` lists them.
+COMMANDS = [_add_assign, _add_score]
 
 
 def parser() -> argparse.ArgumentParser:

@@ -168,6 +168,7 @@ def test_nbgrader_source_marks_answer_and_test_cells(path, copies):
         assert re.fullmatch(r'assert ms\.exercises\.check\("[0-9]{2}\.[0-9]+", answer\)', _src(t).strip())
     ids = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"] if "nbgrader" in c["metadata"]]
     assert len(ids) == len(set(ids)), "nbgrader grade ids must be unique"
+    assert all(re.fullmatch(r"[a-zA-Z0-9_\-]+", i) for i in ids), f"ids outside nbgrader's pattern: {ids}"
 
 
 def test_nbgrader_source_moves_each_check_into_a_locked_test_cell():
@@ -176,7 +177,7 @@ def test_nbgrader_source_moves_each_check_into_a_locked_test_cell():
     cells = nbgrader_source(nb, points=2)["cells"]
     assert [_src(c) for c in cells] == ["### BEGIN SOLUTION\nanswer = 1\n### END SOLUTION",
                                         'assert ms.exercises.check("00.1", answer)']
-    assert cells[0]["metadata"]["nbgrader"]["grade_id"] == "answer-00.1"
+    assert cells[0]["metadata"]["nbgrader"]["grade_id"] == "answer-00_1"  # nbgrader allows [A-Za-z0-9_-]
     assert cells[1]["metadata"]["nbgrader"]["points"] == 2
 
 
@@ -186,9 +187,8 @@ def test_nbgrader_source_moves_each_check_into_a_locked_test_cell():
 def kernel():
     """A started nbclient client whose kernel runs in notebooks/ and serves every notebook in turn."""
     nbformat = pytest.importorskip("nbformat")
-    from nbclient import NotebookClient
-    client = NotebookClient(nbformat.v4.new_notebook(), kernel_name="python3", timeout=120,
-                            resources={"metadata": {"path": str(ROOT / "notebooks")}})
+    from mlsysim.assign import notebook_client
+    client = notebook_client(nbformat.v4.new_notebook(), ROOT / "notebooks", timeout=120)
     client.km = client.create_kernel_manager()
     client.start_new_kernel(cwd=str(ROOT / "notebooks"))
     client.start_new_kernel_client()
@@ -237,3 +237,45 @@ def test_student_copy_runs_to_first_exercise_and_solutions_pass(path, kernel, co
         assert "❌" not in printed and all(f"✅ {x} correct" in printed for x in ids), \
             f"{path.name}, cell {i}: the instructor's answer fails its check:\n{printed}"
         assert shown == ["True"], f"{path.name}, cell {i}: check() should end the cell and return True"
+
+
+# --- planning and scoring -----------------------------------------------------------------------
+
+def test_outline_counts_what_a_reader_meets():
+    from mlsysim.assign import outline
+    o = outline(NOTEBOOKS[0])
+    assert o["notebook"] == NOTEBOOKS[0].name[:2] and o["title"]
+    assert o["exercises"] == len(ms.exercises.ids(o["notebook"]))
+    assert o["code_cells"] > o["exercises"] and o["words"] > 300 and o["figures"] >= 1
+    assert all(n < o["notebook"] for n in o["builds_on"])
+
+
+def test_notebook_references_are_read_from_prose():
+    from mlsysim.assign import _referenced
+    text = "See notebook 03, notebooks 06–08 and 10, and 05_quantization; 2048 tokens are no notebook."
+    assert sorted(_referenced(text)) == ["03", "05", "06", "07", "08", "10"]
+
+
+def _stream(text):
+    return {"output_type": "stream", "name": "stdout", "text": text}
+
+
+def test_score_reads_check_outputs():
+    from mlsysim.assign import score
+    cells = [{"cell_type": "code", "source": 'ms.exercises.check("00.1", a)', "outputs": [_stream("✅ 00.1 correct: 1\n")]},
+             {"cell_type": "code", "source": 'ms.exercises.check("00.2", a)', "outputs": [_stream("❌ 00.2 not yet\n")]},
+             {"cell_type": "code", "source": '# YOUR CODE HERE\nms.exercises.check("00.3", a)', "outputs": []}]
+    assert score({"cells": cells}) == {"00.1": True, "00.2": False, "00.3": False}
+    assert score({"cells": cells[:1]}, expected=["00.1", "00.4"]) == {"00.1": True, "00.4": False}
+
+
+def test_execute_then_score_a_small_submission(tmp_path):
+    pytest.importorskip("nbclient")
+    from mlsysim.assign import execute, score
+    right = 'answer = ms.hardware("a100-80gb").ridge("bf16")\nms.exercises.check("00.2", answer)'
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": s}
+             for s in ["import mlsysim as ms", right, 'ms.exercises.check("00.3", 1)',
+                       'raise NotImplementedError()\nms.exercises.check("00.4", answer)']]
+    nb = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                      "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    assert score(execute(nb, tmp_path)) == {"00.2": True, "00.3": False, "00.4": False}

@@ -85,3 +85,17 @@ def test_emit_prints_text_or_json(capsys):
     assert capsys.readouterr().out == "time 0.5 s\n"
     cli.emit(r, cli.argparse.Namespace(json=True))
     assert json.loads(capsys.readouterr().out) == {"time_s": 0.5, "sweep": [1.0, 2.0], "bound": "memory"}
+
+
+def test_score_counts_correct_exercises(tmp_path, capsys):
+    nb = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))[0]
+    assert cli.main(["score", str(nb)]) == 0
+    out = capsys.readouterr().out
+    import mlsysim
+    n = len(mlsysim.exercises.ids(nb.name[:2]))
+    assert f"{n} / {n} correct" in out
+    assert cli.main(["assign", str(nb), "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert cli.main(["score", "--json", str(tmp_path / nb.name)]) == 0
+    marks = json.loads(capsys.readouterr().out)[str(tmp_path / nb.name)]
+    assert len(marks) == n and not any(marks.values())  # a fresh student copy has no outputs

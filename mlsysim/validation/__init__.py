@@ -7,7 +7,7 @@ that chapter is typed by hand.
 
 Two kinds of case:
 
-* ``"estimate"`` — passes when |predicted / published − 1| ≤ ``tolerance``.
+* ``"estimate"`` — passes when ``abs(predicted / published - 1) <= tolerance``.
 * ``"bound"`` — the model gives a physical limit (a roofline time can only be
   beaten by a faster machine). ``direction="lower"`` means the prediction must
   not exceed the published value, ``"upper"`` that it must not fall below it;
@@ -30,6 +30,8 @@ def areas() -> list[str]:
 
 @dataclass(frozen=True)
 class Case:
+    """One published value, the function that predicts it, and what the comparison accepts."""
+
     id: str
     area: str
     title: str
@@ -45,6 +47,8 @@ class Case:
 
 @dataclass(frozen=True)
 class Outcome:
+    """A case with its prediction: ``ratio`` predicted / published, ``miss`` and ``passed``."""
+
     case: Case
     predicted: float
 
@@ -55,6 +59,14 @@ class Outcome:
     @property
     def error(self) -> float:
         return self.ratio - 1.0
+
+    @property
+    def miss(self) -> float:
+        """The quantity the tolerance limits.
+
+        ``abs(ratio - 1)`` for an estimate; the gap ``1 - min(r, 1/r)`` for a bound.
+        """
+        return abs(self.error) if self.case.kind == "estimate" else 1.0 - min(self.ratio, 1 / self.ratio)
 
     @property
     def passed(self) -> bool:
@@ -77,3 +89,21 @@ def cases(selected_areas=None) -> list[Case]:
 def run(selected=None) -> list[Outcome]:
     """Evaluate cases (all by default) and return their outcomes."""
     return [Outcome(c, float(c.predict())) for c in (selected if selected is not None else cases())]
+
+
+def _accepts(c: Case) -> str:
+    if c.kind == "estimate":
+        return f"within ±{c.tolerance:.0%}"
+    side = "≤" if c.direction == "lower" else "≥"
+    return f"{side} published, gap ≤ {c.tolerance:.0%}"
+
+
+def rows(outcomes: list[Outcome]) -> list[dict]:
+    """One printable row per outcome (for :func:`mlsysim.table`): values with units, the ratio
+    predicted / published, what the case accepts, the result and the source."""
+    from ..units import fmt
+    return [{"case": o.case.id, "what": o.case.title, "predicted": fmt(o.predicted, o.case.unit),
+             "published": fmt(o.case.published, o.case.unit), "ratio": f"{o.ratio:.3g}",
+             "kind": o.case.kind if o.case.kind == "estimate" else f"{o.case.direction} bound",
+             "accepts": _accepts(o.case), "result": "pass" if o.passed else "FAIL", "source": o.case.source}
+            for o in outcomes]
