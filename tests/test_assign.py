@@ -273,9 +273,10 @@ def test_execute_then_score_a_small_submission(tmp_path):
     pytest.importorskip("nbclient")
     from mlsysim.assign import execute, score
     right = 'answer = ms.hardware("a100-80gb").ridge("bf16")\nms.exercises.check("00.2", answer)'
-    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": s}
-             for s in ["import mlsysim as ms", right, 'ms.exercises.check("00.3", 1)',
-                       'raise NotImplementedError()\nms.exercises.check("00.4", answer)']]
+    cells = [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": s}
+             for i, s in enumerate(["import mlsysim as ms", right, 'ms.exercises.check("00.3", 1)',
+                                    'raise NotImplementedError()\nms.exercises.check("00.4", answer)'])]
     nb = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                       "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
     assert score(execute(nb, tmp_path)) == {"00.2": True, "00.3": False, "00.4": False}

@@ -8,8 +8,17 @@
    property's docstring as its type (the docstring is restored after napoleon ran).
 3. A short cross-reference such as ``:class:`Hardware``` resolves to the one ``mlsysim`` object
    of that name, so a docstring need not spell out the module it comes from.
+4. ``.. mlsysim-other-modules::`` documents every module of the package that no page of
+   book/api names in an ``automodule`` line, in the order of the imports in
+   mlsysim/__init__.py: a new solver module appears in the API reference without any edit.
 """
+import pkgutil
 import re
+from pathlib import Path
+
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util.docutils import SphinxDirective
 
 _SECTION = re.compile(r"^\s*(Parameters|Other Parameters|Returns|Yields|Raises|Attributes)\s*$")
 _FIELD = re.compile(r"^(\s*)([A-Za-z_*][\w*]*(?:\s*,\s*[A-Za-z_*][\w*]*)*) : (.+)$")
@@ -76,7 +85,37 @@ def _short_python_refs(app, env, node, contnode):
     return make_refnode(app.builder, node["refdoc"], obj.docname, obj.node_id, contnode, hits[0])
 
 
+def package_modules(package_dir: Path) -> list[str]:
+    """Public modules of mlsysim, ordered as mlsysim/__init__.py imports them, then by name."""
+    names = [m.name for m in pkgutil.iter_modules([str(package_dir)]) if not m.name.startswith("_")]
+    init = (package_dir / "__init__.py").read_text(encoding="utf-8")
+    order = {n: i for i, n in enumerate(re.findall(r"^from \.(\w+) import", init, re.MULTILINE))}
+    return [f"mlsysim.{n}" for n in sorted(names, key=lambda n: (order.get(n, len(order)), n))]
+
+
+def documented_modules(api_dir: Path) -> set[str]:
+    """Modules named in an ``automodule`` line of the API pages."""
+    return {m for page in api_dir.glob("*.md")
+            for m in re.findall(r"automodule::\s+(mlsysim(?:\.\w+)+)", page.read_text(encoding="utf-8"))}
+
+
+class OtherModules(SphinxDirective):
+    """Document every mlsysim module that no API page lists explicitly."""
+
+    def run(self):
+        import mlsysim
+        here = Path(self.env.srcdir) / Path(self.env.docname).parent
+        self.env.note_dependency(str(Path(mlsysim.__file__)))
+        others = [m for m in package_modules(Path(mlsysim.__file__).parent) if m not in documented_modules(here)]
+        text = StringList([f".. automodule:: {m}" if i % 2 == 0 else "" for m in others for i in (0, 1)],
+                          source=self.env.docname)
+        node = nodes.container()
+        self.state.nested_parse(text, self.content_offset, node)
+        return node.children
+
+
 def setup(app):
+    app.add_directive("mlsysim-other-modules", OtherModules)
     app.connect("html-page-context", _dedupe_scripts, priority=300)  # emit_firstresult: run early
     app.connect("autodoc-process-docstring", _plain_descriptions, priority=100)
     app.connect("autodoc-process-docstring", _restore_property_docstrings, priority=900)

@@ -91,6 +91,10 @@ def run(selected=None) -> list[Outcome]:
     return [Outcome(c, float(c.predict())) for c in (selected if selected is not None else cases())]
 
 
+def _kind(c: Case) -> str:
+    return c.kind if c.kind == "estimate" else f"{c.direction} bound"
+
+
 def _accepts(c: Case) -> str:
     if c.kind == "estimate":
         return f"within ±{c.tolerance:.0%}"
@@ -104,6 +108,41 @@ def rows(outcomes: list[Outcome]) -> list[dict]:
     from ..units import fmt
     return [{"case": o.case.id, "what": o.case.title, "predicted": fmt(o.predicted, o.case.unit),
              "published": fmt(o.case.published, o.case.unit), "ratio": f"{o.ratio:.3g}",
-             "kind": o.case.kind if o.case.kind == "estimate" else f"{o.case.direction} bound",
-             "accepts": _accepts(o.case), "result": "pass" if o.passed else "FAIL", "source": o.case.source}
+             "kind": _kind(o.case), "accepts": _accepts(o.case), "result": "pass" if o.passed else "FAIL",
+             "source": o.case.source}
             for o in outcomes]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Outcomes shown as a table: plain text in a terminal, a compact HTML table in a notebook
+    (each case's title and source under its id, so that the table fits a narrow page)."""
+
+    outcomes: tuple
+
+    def __str__(self) -> str:
+        from ..tables import table
+        return str(table(rows(list(self.outcomes))))
+
+    def _repr_html_(self) -> str:
+        import html
+        pad = "padding:0.3em 0.6em;vertical-align:top"
+        head = "".join(f"<th style='{pad};text-align:left'>{h}</th>"
+                       for h in ("case", "predicted", "published", "ratio", "accepts", "result"))
+        body = []
+        for r in rows(list(self.outcomes)):
+            e = {k: html.escape(v) for k, v in r.items()}
+            colour = "#2ca02c" if r["result"] == "pass" else "#d62728"
+            body.append(
+                f"<tr><td style='{pad}'><b>{e['case']}</b><br>{e['what']}<br>"
+                f"<span style='font-size:85%;color:#666'>{e['source']}</span></td>"
+                + "".join(f"<td style='{pad};white-space:nowrap'>{e[k]}</td>"
+                          for k in ("predicted", "published", "ratio"))
+                + f"<td style='{pad}'>{e['kind']}, {e['accepts']}</td>"
+                f"<td style='{pad};color:{colour};font-weight:bold'>{e['result']}</td></tr>")
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def report(outcomes: list[Outcome]) -> Report:
+    """A :class:`Report` of ``outcomes`` (e.g. ``report(run())``)."""
+    return Report(tuple(outcomes))
