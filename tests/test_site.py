@@ -160,7 +160,10 @@ def test_other_modules_follow_the_package_imports(tmp_path):
 
 @pytest.mark.parametrize("lines, expected", [
     (["Parameters", "----------", "batch : sequences or images.", "    more text.", "", ">>> 1"],
-     ["Parameters", "----------", "batch", "    sequences or images.", "    more text.", "", ">>> 1"]),
+     ["Parameters", "----------", "batch", "    sequences or images.", "    more text.", "",
+      "Examples", "--------", ">>> 1"]),
+    (["Parameters", "----------", "a, b : sizes.", "", "Some prose: after."],
+     ["Parameters", "----------", "a, b", "    sizes.", "", "", "Some prose: after."]),
     (["Summary: details."], ["Summary: details."]),
     (["Text with a : colon outside a section."], ["Text with a : colon outside a section."]),
 ])

@@ -60,9 +60,12 @@ def _plain_descriptions(app, what, name, obj, options, lines):
             out += [m.group(1) + m.group(2), m.group(1) + "    " + m.group(3)]
         else:
             out.append(line)
-            if not line.strip() and i + 1 < len(lines) and lines[i + 1].strip() and \
-                    not lines[i + 1].startswith((" ", "\t")) and not _FIELD.match(lines[i + 1]):
+            if in_section and not line.strip() and i + 1 < len(lines) and lines[i + 1].strip() and \
+                    not lines[i + 1].startswith((" ", "\t")) and not _FIELD.match(lines[i + 1]) and \
+                    not _SECTION.match(lines[i + 1]):
+                # napoleon would read what follows as more fields: end the section explicitly
                 in_section = False
+                out += ["Examples", "--------"] if lines[i + 1].startswith(">>>") else [""]
         i += 1
     lines[:] = out
 

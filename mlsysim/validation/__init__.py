@@ -113,6 +113,11 @@ def rows(outcomes: list[Outcome]) -> list[dict]:
             for o in outcomes]
 
 
+def _rule(row: dict) -> str:
+    """The accepts text without the side of a bound (the kind already says it)."""
+    return row["accepts"].replace("within ", "").replace("≤ published, ", "").replace("≥ published, ", "")
+
+
 @dataclass(frozen=True)
 class Report:
     """Outcomes shown as a table: plain text in a terminal, a compact HTML table in a notebook
@@ -138,9 +143,10 @@ class Report:
                 f"<span style='font-size:85%;color:#666'>{e['source']}</span></td>"
                 + "".join(f"<td style='{pad};white-space:nowrap'>{e[k]}</td>"
                           for k in ("predicted", "published", "ratio"))
-                + f"<td style='{pad}'>{e['kind']}, {e['accepts']}</td>"
+                + f"<td style='{pad}'>{e['kind']}, {html.escape(_rule(r))}</td>"
                 f"<td style='{pad};color:{colour};font-weight:bold'>{e['result']}</td></tr>")
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        return (f"<table style='font-size:90%;width:100%'><thead><tr>{head}</tr></thead>"
+                f"<tbody>{''.join(body)}</tbody></table>")
 
 
 def report(outcomes: list[Outcome]) -> Report:
