@@ -371,7 +371,7 @@ def accuracy_ratios(outcomes):
     ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xticks(list(centres.values()), list(centres.keys()), fontsize=8)
+    ax.set_xticks(list(centres.values()), list(centres.keys()), fontsize=8, rotation=30, ha="right")
     ax.grid(False, axis="x")
     ax.set_xlim(-2, x - 1)
     ax.set_ylabel("predicted / published")
