@@ -319,3 +319,99 @@ def side_by_side(x, left: dict, right: dict, xlabel: str, left_ylabel: str, righ
 
 
 # --- audit (11) ------------------------------------------------------------
+
+
+# --- accuracy (book) -------------------------------------------------------
+
+_KIND_MARKER = {"estimate": "o", "lower": "v", "upper": "^"}
+_KIND_LABEL = {"estimate": "estimate", "lower": "lower bound", "upper": "upper bound"}
+
+
+def _accepted(outcome) -> tuple[float, float]:
+    """The interval of predictions a case accepts (see :mod:`mlsysim.validation`)."""
+    c = outcome.case
+    if c.kind == "estimate":
+        return c.published * (1 - c.tolerance), c.published * (1 + c.tolerance)
+    if c.direction == "lower":
+        return c.published * (1 - c.tolerance), c.published
+    return c.published, c.published / (1 - c.tolerance)
+
+
+def _kind(outcome) -> str:
+    return outcome.case.direction if outcome.case.kind == "bound" else "estimate"
+
+
+def _points(ax, xs, ys, outcomes) -> None:
+    """Markers by kind (circle, down or up triangle); failed cases in red."""
+    for kind, marker in _KIND_MARKER.items():
+        for passed, color in ((True, PALETTE[0]), (False, PALETTE[1])):
+            sel = np.array([_kind(o) == kind and o.passed == passed for o in outcomes])
+            if sel.any():
+                ax.plot(np.asarray(xs)[sel], np.asarray(ys)[sel], marker, ms=6, color=color, zorder=3,
+                        label=_KIND_LABEL[kind] + ("" if passed else ", failed"))
+
+
+def _legend(fig, axes) -> None:
+    handles = {h.get_label(): h for ax in axes for h in ax.get_lines() if not h.get_label().startswith("_")}
+    fig.legend(handles.values(), handles.keys(), loc="outside upper center", ncol=len(handles), fontsize=8)
+
+
+def accuracy_parity(outcomes, cols: int = 3):
+    """Predicted against published, log–log, one panel per validation area.
+
+    Circles are estimates, triangles bounds (▽ a lower bound must sit on or below the
+    diagonal, △ an upper bound on or above it); the grey bar through each point is the
+    range of predictions its case accepts. Failed cases are drawn in red.
+    """
+    areas = list(dict.fromkeys(o.case.area for o in outcomes))
+    cols = max(1, min(cols, len(areas)))
+    rows = -(-len(areas) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.5, 2.6 * rows + 0.7), layout="constrained", squeeze=False)
+    for ax, area in zip(axes.flat, areas):
+        mine = [o for o in outcomes if o.case.area == area]
+        pub = np.array([o.case.published for o in mine])
+        pred = np.array([o.predicted for o in mine])
+        lo, hi = np.array([_accepted(o) for o in mine]).T
+        ax.vlines(pub, lo, hi, color="#bbbbbb", lw=3, zorder=1)
+        _points(ax, pub, pred, mine)
+        span = np.array([min(pub.min(), pred.min(), lo.min()) / 2, max(pub.max(), pred.max(), hi.max()) * 2])
+        ax.plot(span, span, color="#7f7f7f", lw=1, ls="--", zorder=0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(span)
+        ax.set_ylim(span)
+        ax.set_title(f"{area} ({len(mine)} cases)", fontsize=9)
+        ax.tick_params(labelsize=7)
+    for ax in axes.flat[len(areas):]:
+        ax.set_visible(False)
+    fig.supxlabel("published (unit of each case)", fontsize=9)
+    fig.supylabel("predicted", fontsize=9)
+    _legend(fig, axes.flat)
+    return fig
+
+
+def accuracy_ratios(outcomes):
+    """Predicted / published for every case on one log axis, grouped by area, with accepted ranges."""
+    fig, ax = _figure(size=(7.5, 3.8))
+    x, centres = 0, {}
+    for area in dict.fromkeys(o.case.area for o in outcomes):
+        mine = [o for o in outcomes if o.case.area == area]
+        xs = x + np.arange(len(mine))
+        bars = np.array([_accepted(o) for o in mine]) / np.array([[o.case.published] for o in mine])
+        ax.vlines(xs, bars[:, 0], bars[:, 1], color="#bbbbbb", lw=3, zorder=1)
+        _points(ax, xs, [o.ratio for o in mine], mine)
+        centres[area] = xs.mean()
+        if x:
+            ax.axvline(x - 1.5, color="#dddddd", lw=1)
+        x += len(mine) + 2
+    ax.axhline(1.0, color="#7f7f7f", lw=1, ls="--")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xticks(list(centres.values()), list(centres.keys()), fontsize=8, rotation=30, ha="right")
+    ax.grid(False, axis="x")
+    ax.set_xlim(-2, x - 1)
+    ax.set_ylabel("predicted / published")
+    _legend(fig, [ax])
+    return fig
