@@ -247,7 +247,7 @@ def footprints(results: Sequence, ax=None, title: str = ""):
 
 # --- distributed training (06) ---------------------------------------------
 def step_breakdown(labels: Sequence[str], steps: Sequence, share: bool = False, title: str = "", ax=None):
-    """Stacked bars of where each training step's time goes (:meth:`TrainStep.parts`):
+    """Stacked bars of where each training step's time goes (``TrainStep.parts()``):
     seconds, or with ``share`` the fraction of the step."""
     parts = [r.parts() for r in steps]
     names = [k for k in parts[0] if any(p[k] > 0 for p in parts)]
@@ -260,7 +260,7 @@ def step_breakdown(labels: Sequence[str], steps: Sequence, share: bool = False, 
 
 def memory_breakdown(labels: Sequence[str], memories: Sequence, capacity_B: float | None = None,
                      title: str = "", ax=None):
-    """Stacked bars of the per-GPU training memory (:meth:`TrainingMemory.parts`) in GB,
+    """Stacked bars of the per-GPU training memory (``TrainingMemory.parts()``) in GB,
     with the device capacity as a dashed line."""
     parts = [r.parts() for r in memories]
     names = [k for k in parts[0] if any(p[k] > 0 for p in parts)]
