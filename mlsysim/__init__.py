@@ -39,9 +39,9 @@ from .workloads import CNN, Transformer
 
 # reasoning (08)
 
-# sensitivity (09)
+from .sensitivity import hardware_sensitivity, inverse_roofline, scale_hardware, sensitivity, solve_for
 
-# wafer (10)
+from .wafer import weight_streaming, weights_resident, wafers_needed
 
 # audit (11)
 
