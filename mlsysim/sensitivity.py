@@ -573,6 +573,6 @@ def inverse_roofline(workload, hardware, target_s=None, tokens_per_s=None, solve
 
 def _spec_factor(solver, workload, hw: Hardware, spec: str, target_s: float, kwargs: dict) -> float:
     """Factor on ``spec`` of ``hw`` at which ``solver``'s time reaches ``target_s`` (see :func:`solve_for`)."""
-    def f(factor):
-        return solver(workload, scale_hardware(hw, **{spec: factor}), **kwargs)
+    def f(**factor):
+        return solver(workload, scale_hardware(hw, **factor), **kwargs)
     return solve_for(f, spec, target_s, bracket=(1e-4, 1e4))

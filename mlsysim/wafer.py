@@ -206,11 +206,23 @@ def _transformer(workload) -> Transformer:
 
 
 def _crossover_batch(m: Transformer, tokens_per_seq, fwd_flops_per_seq, wb: float, peak: float, rate: float):
-    """Sequences at which forward FLOP equal streamed bytes × ridge (fixed point: W grows with tokens for MoE)."""
-    b = 1.0 + 0.0 * fwd_flops_per_seq
-    for _ in range(6 if m.is_moe else 2):  # dense: exact after one step (embedding rows aside)
-        w = _transformer_weight_reads(m, b * tokens_per_seq, wb)
-        b = w * peak / (rate * fwd_flops_per_seq)
+    """Sequences b at which a forward sweep's FLOP / peak equal its streamed bytes / rate.
+
+    b = k·W(b·t) with k = P/(R·F₁) (F₁ forward FLOP per sequence, t tokens per sequence) and
+    W(n) = C(n) + min(n, V)·d·b_w: the embedding rows the tokens touch, in closed form for each
+    side of n = V; C is constant for a dense model and is iterated for a MoE, whose touched
+    experts grow with the tokens.
+    """
+    k = peak / (rate * fwd_flops_per_seq)
+    row, vocab = m.d_model * wb, float(m.vocab)
+    b = 1.0 + 0.0 * k
+    for _ in range(8 if m.is_moe else 1):
+        n = b * tokens_per_seq
+        rest = _transformer_weight_reads(m, n, wb) - np.minimum(n, vocab) * row
+        full = k * (rest + vocab * row)                  # every embedding row touched
+        part = k * rest / (1.0 - k * tokens_per_seq * row)
+        b = np.where(full * tokens_per_seq >= vocab, full, part) if np.ndim(full) else \
+            (full if full * tokens_per_seq >= vocab else part)
     return b
 
 
