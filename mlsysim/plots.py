@@ -126,6 +126,64 @@ def bars(labels: Sequence[str], series: dict, ylabel: str, title: str = "", ax=N
 
 
 # --- analysis (09, 10) -----------------------------------------------------
+def tornado(sens, ax=None, title: str | None = None):
+    """Tornado diagram of a :class:`~mlsysim.sensitivity.Sensitivity`: the change of the result
+    when each input moves down or up by the step, most influential input on top."""
+    items = sens.ranked()[::-1]
+    fig, ax = _figure(ax, size=(7.5, 0.9 + 0.55 * len(items)))
+    y = np.arange(len(items))
+    h = f"{sens.rel_step:.0%}"
+    low = np.array([it.low for it in items]) * 100
+    high = np.array([it.high for it in items]) * 100
+    ax.barh(y, low, 0.6, color=PALETTE[0], label=f"input -{h}")
+    ax.barh(y, high, 0.6, color=PALETTE[1], label=f"input +{h}")
+    for yi, it in zip(y, items):
+        if np.isnan(it.low) or np.isnan(it.high):
+            ax.annotate("infeasible", (0, yi), xytext=(6, -3), textcoords="offset points", fontsize=8)
+    ax.axvline(0, color="#333333", lw=1)
+    ax.set_yticks(y, [f"{it.name}  (e = {it.shown()})" for it in items])
+    ax.set_xlabel(f"change of {sens.output} (%)")
+    ax.grid(axis="y", visible=False)
+    ax.set_title(title or f"What moves {sens.output}" + (f" ({sens.bound}-bound)" if sens.bound else ""))
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def weight_streaming(r, ideal=None, ax=None, title: str | None = None):
+    """Sweep times of a weight-streaming result over an array of batches (log–log).
+
+    ``r`` is the sweep on the real device (NaN past its SRAM limit); ``ideal``, the same
+    sweep on a copy with unlimited SRAM, is drawn dashed so that the unreachable part
+    shows. Vertical lines mark the compute-bound batch and the SRAM limit.
+    """
+    fig, ax = _figure(ax)
+    x = np.asarray(r.batch, dtype=float)
+    sweeps = [("forward", "forward_compute_s", "forward_stream_s")]
+    if r.phase == "training":
+        sweeps.append(("backward", "backward_compute_s", "backward_stream_s"))
+    for i, (name, comp, stream) in enumerate(sweeps):
+        c = PALETTE[2 * i], PALETTE[2 * i + 1]
+        ax.loglog(x, np.asarray(getattr(r, comp)) * 1e3, "-", color=c[0], lw=2, label=f"{name}: compute")
+        ax.loglog(x, np.asarray(getattr(r, stream)) * 1e3, "-", color=c[1], lw=2, label=f"{name}: weight stream")
+        if ideal is not None:
+            ax.loglog(x, np.asarray(getattr(ideal, comp)) * 1e3, "--", color=c[0], lw=1)
+            ax.loglog(x, np.asarray(getattr(ideal, stream)) * 1e3, "--", color=c[1], lw=1)
+    need = float(np.atleast_1d(r.compute_bound_batch)[0])
+    cap = float(np.atleast_1d(r.max_batch)[0])
+    ax.axvline(need, color="#333333", ls=":", lw=1.5)
+    ax.annotate(f"compute-bound from {need:,.0f}", (need, 0.02), xycoords=("data", "axes fraction"),
+                xytext=(4, 0), textcoords="offset points", fontsize=8, rotation=90, va="bottom")
+    ax.axvline(cap, color=PALETTE[1], ls="-.", lw=1.5)
+    ax.annotate(f"SRAM full at {cap:,.0f}", (cap, 0.02), xycoords=("data", "axes fraction"),
+                xytext=(-12, 0), textcoords="offset points", fontsize=8, rotation=90, va="bottom")
+    ax.set_xlabel(f"batch (sequences of {float(np.atleast_1d(r.tokens_per_sequence)[0]):,.0f} tokens per wafer)")
+    ax.set_ylabel("time per sweep (ms)")
+    ax.set_title(title or f"{r.workload} {r.phase} on {r.hardware}: weights streamed at "
+                          f"{fmt(r.injection_Bps, 'B/s')}")
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
 
 
 # --- audit (11) ------------------------------------------------------------

@@ -27,7 +27,7 @@ capacity a target time (or token rate) needs. For T = max(W/P, Q/B) it is closed
 form: B* = Q/T* when W/P ≤ T* (otherwise no bandwidth can help: the compute term
 alone exceeds the target), P* = W/T* when Q/B ≤ T*, capacity = the pass's
 footprint. :func:`solve_for` inverts any monotone vectorised solver by bracketing
-on a log grid (64 points per call, five calls reach 1e-9), so that solvers with
+on a log grid (256 points per call, four calls reach 1e-9), so that solvers with
 more terms than one max() invert too.
 
 Worked number (tested): Llama-3-8B decode at batch 1 on an H100 has elasticity
@@ -37,8 +37,10 @@ H100's 3.35 TB/s.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Callable, Mapping
 
 import numpy as np
@@ -90,8 +92,17 @@ def scale_hardware(hardware, peak=1.0, bandwidth=1.0, capacity=1.0, link=1.0, ho
         old = getattr(hw, field)
         if old is None:
             raise MlsysimError(f"{hw.name} has no {SPECS[spec][2]} to scale ({field} is not given)")
-        changes[field] = {p: v * f for p, v in old.items()} if spec == "peak" else old * f
-    return dataclasses.replace(hw, **changes) if changes else hw
+        changes[field] = MappingProxyType({p: v * f for p, v in old.items()}) if spec == "peak" else old * f
+    return _with(hw, changes) if changes else hw
+
+
+def _with(hw: Hardware, changes: dict) -> Hardware:
+    """A copy of a frozen record with some fields replaced, the values already checked
+    (``dataclasses.replace`` would re-run every check and costs more than a solver call)."""
+    new = object.__new__(Hardware)
+    new.__dict__.update(hw.__dict__)
+    new.__dict__.update(changes)
+    return new
 
 
 def spec_value(hardware, spec: str, precision: str = "bf16"):
@@ -108,7 +119,9 @@ def _pct(x: float) -> str:
 
 
 def _e(x: float) -> str:
-    return "n/a" if math.isnan(x) else f"{0.0 if abs(x) < 5e-4 else x:+.2f}"
+    if math.isnan(x):
+        return "n/a"
+    return "0.00" if abs(x) < 5e-3 else f"{x:+.2f}"
 
 
 @dataclass(frozen=True)
@@ -292,8 +305,13 @@ def sensitivity(fn: Callable, inputs: Mapping[str, float], rel_step: float = 0.1
         bound = np.array([str(p[2][0]) if p and p[2] is not None else "" for p in parts])
         reason, out_name = parts[0][3], parts[0][4]
     if not ok[0]:
-        raise InfeasibleError(f"the base configuration {dict(inputs)} is infeasible"
-                              f"{': ' + reason if reason else ''}; its sensitivity is undefined")
+        if vectorized:  # a scalar call at the base point says why, in the solver's own words
+            try:
+                fn(**{name: float(v) for name, v in zip(names, base)})
+            except InfeasibleError as e:
+                reason = str(e)
+        raise InfeasibleError(f"the base configuration is infeasible, so its sensitivity is undefined"
+                              f"{': ' + reason if reason else ''}")
     if np.any(y[ok] <= 0):
         raise MlsysimError(f"elasticities need a positive {out_name}; got {y[ok].min():g}")
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -322,8 +340,12 @@ def sensitivity(fn: Callable, inputs: Mapping[str, float], rel_step: float = 0.1
 
 
 def _precision_of(solver, kwargs: dict) -> str:
-    if "precision" in kwargs:
-        return kwargs["precision"]
+    """The precision a solver call uses: the keyword given, else the solver's default."""
+    return kwargs["precision"] if "precision" in kwargs else _default_precision(solver)
+
+
+@functools.lru_cache(maxsize=64)
+def _default_precision(solver) -> str:
     import inspect  # here, not at import time: it costs milliseconds
     try:
         p = inspect.signature(solver).parameters.get("precision")
@@ -381,9 +403,9 @@ def solve_for(fn: Callable, name: str, target: float, inputs: Mapping | None = N
     ``fn(**inputs, name=x)`` must accept an array ``x`` and be monotone in it. "Reaches"
     means output ≤ target when the output falls as x grows (a time versus a bandwidth)
     and ≥ target when it rises (a token rate versus a batch). Infeasible points (NaN)
-    never count as reaching. The search evaluates a 64-point log grid per call and
+    never count as reaching. The search evaluates a 256-point log grid per call and
     narrows it around the first point that reaches the target, until the relative
-    width is below ``rtol`` (about five calls); it returns the end that reaches.
+    width is below ``rtol`` (about four calls); it returns the end that reaches.
 
     >>> import mlsysim as ms
     >>> h100 = ms.hardware("h100")
@@ -401,7 +423,7 @@ def solve_for(fn: Callable, name: str, target: float, inputs: Mapping | None = N
         raise MlsysimError(f"bracket must be (low, high) with low < high, got {bracket}")
     if name in inputs:
         raise MlsysimError(f"{name!r} is the input to solve for; do not also pass it in inputs")
-    target, grid_n = float(target), 64
+    target, grid_n = float(target), 256
     x = np.geomspace(lo, hi, grid_n)
     y, ok, _, reason, out_name = _values(fn(**inputs, **{name: x}), output, grid_n)
     ends = y[ok]
@@ -518,7 +540,7 @@ def inverse_roofline(workload, hardware, target_s=None, tokens_per_s=None, solve
     if (target_s is None) == (tokens_per_s is None):
         raise MlsysimError("give exactly one of target_s and tokens_per_s")
     hw = _hardware(hardware)
-    unlimited = dataclasses.replace(hw, memory_B=1e30)  # capacity is reported, not imposed
+    unlimited = _with(hw, {"memory_B": 1e30})  # capacity is reported, not imposed
     r = solver(workload, unlimited, **kwargs)
     if np.ndim(r.time_s):
         raise MlsysimError("inverse_roofline inverts one configuration; pass arrays only as targets")
@@ -530,39 +552,40 @@ def inverse_roofline(workload, hardware, target_s=None, tokens_per_s=None, solve
         rate = tokens_per_s if np.ndim(tokens_per_s) == 0 else np.asarray(tokens_per_s, dtype=float)
         target = r.tokens_per_s * r.time_s / rate
     precision = _precision_of(solver, kwargs)
+    scalar = np.ndim(target) == 0
     closed = math.isclose(r.time_s, max(r.compute_s, r.memory_s), rel_tol=1e-9)
-    one = np.ones_like(np.asarray(target, dtype=float))
+    why = ""
     if solve_for == "both":
-        kp = kb = r.time_s / target * one
-        ok = np.ones(np.shape(target), dtype=bool)
-        why = ""
+        kp = kb = r.time_s / target
+        ok = True if scalar else np.ones(np.shape(target), dtype=bool)
     elif closed:
         other, own = (r.compute_s, r.memory_s) if solve_for == "bandwidth" else (r.memory_s, r.compute_s)
         ok = other <= target * (1 + 1e-12)
-        k = np.where(ok, own / target, np.nan)
-        kb, kp = (k, one) if solve_for == "bandwidth" else (one, k)
-        term = "compute" if solve_for == "bandwidth" else "memory"
-        why = (f"the {term} term alone takes {fmt(other, 's')} on {hw.name}, more than the target; "
-               f"no {solve_for} can meet it")
+        k = (own / target if ok else math.nan) if scalar else np.where(ok, own / target, np.nan)
+        kb, kp = (k, 1.0) if solve_for == "bandwidth" else (1.0, k)
+        if not np.all(ok):
+            term = "compute" if solve_for == "bandwidth" else "memory"
+            why = (f"the {term} term alone takes {fmt(other, 's')} on {hw.name}, more than the target; "
+                   f"no {solve_for} can meet it")
     else:  # more terms than one max(): bracket the factor on the vectorised solver
-        spec = "bandwidth" if solve_for == "bandwidth" else "peak"
-        ks, ok, why = [], [], ""
+        ks, oks = [], []
         for t in np.atleast_1d(target):
             try:
-                ks.append(_spec_factor(solver, workload, unlimited, spec, float(t), kwargs))
-                ok.append(True)
+                ks.append(_spec_factor(solver, workload, unlimited, solve_for, float(t), kwargs))
+                oks.append(True)
             except InfeasibleError as e:
-                ks.append(np.nan)
-                ok.append(False)
+                ks.append(math.nan)
+                oks.append(False)
                 why = str(e)
-        k = np.reshape(ks, np.shape(target))
-        ok = np.reshape(ok, np.shape(target))
-        kb, kp = (k, one) if spec == "bandwidth" else (one, k)
-    scalar = np.ndim(target) == 0
+        k = ks[0] if scalar else np.reshape(ks, np.shape(target))
+        ok = oks[0] if scalar else np.reshape(oks, np.shape(target))
+        kb, kp = (k, 1.0) if solve_for == "bandwidth" else (1.0, k)
     if scalar:
-        if not bool(ok):
+        if not ok:
             raise InfeasibleError(f"{r.workload} {r.phase}: cannot reach {fmt(target, 's')}: {why}")
         kb, kp, ok = float(kb), float(kp), True
+    else:
+        kb, kp = kb * np.ones(np.shape(target)), kp * np.ones(np.shape(target))
     return Requirement(workload=r.workload, hardware=hw.name, phase=r.phase, solve_for=solve_for,
                        target_s=target, time_s=r.time_s, compute_s=r.compute_s, memory_s=r.memory_s,
                        peak_factor=kp, bandwidth_factor=kb, peak_flops=kp * hw.peak(precision),
