@@ -149,6 +149,34 @@ def tornado(sens, ax=None, title: str | None = None):
     return fig
 
 
+def elasticities(grid: dict, inputs: Sequence[str] = ("peak", "bandwidth"), title: str = ""):
+    """Small multiples of elasticities: one panel per input, one group per row key of ``grid``
+    (e.g. a regime), one bar per column key (e.g. a device). ``grid[row][col]`` is a
+    :class:`~mlsysim.sensitivity.Sensitivity`. A bar shows the central value; at a kink a
+    black line spans the two one-sided values."""
+    rows = list(grid)
+    cols = list(grid[rows[0]])
+    fig, axes = plt.subplots(1, len(inputs), figsize=(3.9 * len(inputs), 4.2), sharey=True,
+                             layout="constrained", squeeze=False)
+    width, idx = 0.8 / len(cols), np.arange(len(rows))
+    for ax, name in zip(axes[0], inputs):
+        for j, col in enumerate(cols):
+            its = [grid[r][col][name] for r in rows]
+            x = idx - 0.4 + width * (j + 0.5)
+            ax.bar(x, [it.elasticity for it in its], width, color=PALETTE[j % len(PALETTE)], label=col)
+            for xi, it in zip(x, its):
+                if it.kink:
+                    ax.plot([xi, xi], [it.down, it.up], color="black", lw=2)
+        ax.axhline(0, color="#333333", lw=1)
+        ax.set_xticks(idx, rows, rotation=25, ha="right", fontsize=8)
+        ax.set_title(f"elasticity to {name}", fontsize=10)
+    axes[0][0].set_ylabel("elasticity of the result")
+    axes[0][0].legend(fontsize=8, loc="lower left")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
 def weight_streaming(r, ideal=None, ax=None, title: str | None = None):
     """Sweep times of a weight-streaming result over an array of batches (log–log).
 
@@ -158,22 +186,25 @@ def weight_streaming(r, ideal=None, ax=None, title: str | None = None):
     """
     fig, ax = _figure(ax)
     x = np.asarray(r.batch, dtype=float)
-    sweeps = [("forward", "forward_compute_s", "forward_stream_s")]
+    lines = [("forward: compute", "forward_compute_s", PALETTE[0])]
     if r.phase == "training":
-        sweeps.append(("backward", "backward_compute_s", "backward_stream_s"))
-    for i, (name, comp, stream) in enumerate(sweeps):
-        c = PALETTE[2 * i], PALETTE[2 * i + 1]
-        ax.loglog(x, np.asarray(getattr(r, comp)) * 1e3, "-", color=c[0], lw=2, label=f"{name}: compute")
-        ax.loglog(x, np.asarray(getattr(r, stream)) * 1e3, "-", color=c[1], lw=2, label=f"{name}: weight stream")
+        lines.append(("backward: compute", "backward_compute_s", PALETTE[2]))
+        same = np.allclose(np.asarray(r.forward_stream_s), np.asarray(r.backward_stream_s), equal_nan=True)
+        lines += ([("weight stream, each sweep", "forward_stream_s", PALETTE[1])] if same else
+                  [("forward: weight stream", "forward_stream_s", PALETTE[1]),
+                   ("backward: weight stream", "backward_stream_s", PALETTE[3])])
+    else:
+        lines.append(("weight stream", "forward_stream_s", PALETTE[1]))
+    for label, field, color in lines:
+        ax.loglog(x, np.asarray(getattr(r, field)) * 1e3, "-", color=color, lw=2, label=label)
         if ideal is not None:
-            ax.loglog(x, np.asarray(getattr(ideal, comp)) * 1e3, "--", color=c[0], lw=1)
-            ax.loglog(x, np.asarray(getattr(ideal, stream)) * 1e3, "--", color=c[1], lw=1)
+            ax.loglog(x, np.asarray(getattr(ideal, field)) * 1e3, "--", color=color, lw=1)
     need = float(np.atleast_1d(r.compute_bound_batch)[0])
     cap = float(np.atleast_1d(r.max_batch)[0])
     ax.axvline(need, color="#333333", ls=":", lw=1.5)
     ax.annotate(f"compute-bound from {need:,.0f}", (need, 0.02), xycoords=("data", "axes fraction"),
                 xytext=(4, 0), textcoords="offset points", fontsize=8, rotation=90, va="bottom")
-    ax.axvline(cap, color=PALETTE[1], ls="-.", lw=1.5)
+    ax.axvline(cap, color="#555555", ls="-.", lw=1.5)
     ax.annotate(f"SRAM full at {cap:,.0f}", (cap, 0.02), xycoords=("data", "axes fraction"),
                 xytext=(-12, 0), textcoords="offset points", fontsize=8, rotation=90, va="bottom")
     ax.set_xlabel(f"batch (sequences of {float(np.atleast_1d(r.tokens_per_sequence)[0]):,.0f} tokens per wafer)")

@@ -155,7 +155,7 @@ class Elasticity:
         return _e(self.elasticity)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Sensitivity:
     """Result of :func:`sensitivity`: one :class:`Elasticity` per input.
 
@@ -190,6 +190,21 @@ class Sensitivity:
         """Name of the input whose change moves the result most."""
         return self.ranked()[0].name
 
+    def predict(self, ratios: Mapping[str, float]) -> float:
+        """First-order prediction of result(new) / result(base) when inputs change by ``ratios``.
+
+        Log-linear: Π rᵢ^eᵢ, with the one-sided elasticity in the direction of each change.
+        Exact for power laws within one regime; a change large enough to move the binding
+        term (cross a ridge) makes it wrong, which is what a local derivative means.
+        """
+        ln = 0.0
+        for name, r in ratios.items():
+            check_positive(f"ratios[{name!r}]", r)
+            it = self[name]
+            e = it.up if r > 1 else it.down
+            ln += (it.elasticity if math.isnan(e) else e) * math.log(r)
+        return math.exp(ln)
+
     def table(self, title: str = "") -> Table:
         h = f"{self.rel_step:.0%}"
         rows = [{"input": it.name, "base": it.base_text or f"{it.base:.4g}", "elasticity": it.shown(),
@@ -206,6 +221,8 @@ class Sensitivity:
 
     def __str__(self) -> str:
         return str(self.table())
+
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         return self.table()._repr_html_()
@@ -451,7 +468,7 @@ def solve_for(fn: Callable, name: str, target: float, inputs: Mapping | None = N
     return float(b)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Requirement:
     """Result of :func:`inverse_roofline`: the specs a target needs, beside those given.
 
@@ -499,6 +516,8 @@ class Requirement:
         rows = self.rows()
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())

@@ -72,7 +72,7 @@ def _where(ok, v):
     return v if ok is True else np.where(ok, v, np.nan)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class WeightStreaming:
     """Result of :func:`weight_streaming` (per wafer; times in s, traffic in bytes).
 
@@ -129,8 +129,8 @@ class WeightStreaming:
     @property
     def bound(self):
         """"compute", "injection" or "mixed" (forward injection-bound, backward compute-bound)."""
-        f = self.forward_compute_s >= self.forward_stream_s
-        b = (self.backward_compute_s >= self.backward_stream_s) if self.phase == "training" else f
+        f = np.asarray(self.forward_compute_s >= self.forward_stream_s)
+        b = np.asarray(self.backward_compute_s >= self.backward_stream_s) if self.phase == "training" else f
         out = np.where(f & b, "compute", np.where(~f & ~b, "injection", "mixed"))
         out = np.where(self.feasible, out, "infeasible")
         return str(out) if out.ndim == 0 else out
@@ -159,7 +159,7 @@ class WeightStreaming:
             return (f"compute-bound from {need:,.0f} sequences per wafer; SRAM holds up to {cap:,.0f}: "
                     f"reachable")
         return (f"compute-bound only from {need:,.0f} sequences per wafer, but SRAM holds at most "
-                f"{cap:,.0f}: not reachable, the step stays injection-bound")
+                f"{cap:,.0f}: not reachable, the forward sweep stays injection-bound")
 
     def rows(self) -> list[tuple[str, str]]:
         if np.ndim(self.time_s):
@@ -183,6 +183,8 @@ class WeightStreaming:
         rows = self.rows()
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
@@ -331,7 +333,7 @@ def weight_streaming(workload, hardware="cs-3", batch=1, seq_len=2048, phase: st
 
 
 # --- weights resident in SRAM across wafers -------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class WeightsResident:
     """Result of :func:`weights_resident`: a layer pipeline over ``wafers`` wafers holding the weights.
 
@@ -409,6 +411,8 @@ class WeightsResident:
         rows = self.rows()
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())

@@ -14,6 +14,14 @@ LATENCY_NOTE = ("The bound is the compute of a layer pipeline (each layer on its
                 "regions and wafers. The measured rate is the smaller share; the model only guarantees "
                 "it is a bound.")
 
+# batch-1 generation rates published for Cerebras Inference: (name, registry model, tok/s, tolerance, source)
+PUBLISHED_RATES = [
+    ("Llama 3.1-8B", "llama-3-8b", 1800.0, 0.96, LAUNCH),
+    ("Llama 3.1-70B", "llama-3-70b", 450.0, 0.93, LAUNCH),
+    ("Llama 3.1-405B", "llama-3.1-405b", 969.0, 0.70,
+     "Tom's Hardware, 2024-11-20, reporting Cerebras: Llama 3.1-405B at 969 tok/s on Cerebras Inference"),
+]
+
 CASES = [
     Case(id="W1", area="wafer", title="CS-3 wafers that hold Llama 3.1-70B in 16-bit weights", published=4,
          unit="wafers", predict=lambda: wafers_needed("llama-3-70b", "cs-3", precision="fp16"),
@@ -29,10 +37,5 @@ CASES = [
     Case(id=f"W{i}", area="wafer", title=f"{name} decode on CS-3, batch 1 (tokens/s)", published=rate,
          unit="tok/s", predict=lambda m=model: weights_resident(m, "cs-3", batch=1).tokens_per_s,
          kind="bound", direction="upper", tolerance=tol, source=src, note=LATENCY_NOTE)
-    for i, (name, model, rate, tol, src) in enumerate([
-        ("Llama 3.1-8B", "llama-3-8b", 1800.0, 0.96, LAUNCH),
-        ("Llama 3.1-70B", "llama-3-70b", 450.0, 0.93, LAUNCH),
-        ("Llama 3.1-405B", "llama-3.1-405b", 969.0, 0.70,
-         "Tom's Hardware, 2024-11-20, reporting Cerebras: Llama 3.1-405B at 969 tok/s on Cerebras Inference"),
-    ], start=3)
+    for i, (name, model, rate, tol, src) in enumerate(PUBLISHED_RATES, start=3)
 ]

@@ -71,6 +71,13 @@ def test_reachability_verdict():
     assert ws("gpt-2-xl", batch=float(small.compute_bound_batch) + 1).bound == "compute"
 
 
+def test_mixed_bound_when_only_the_backward_sweep_is_compute_bound():
+    r = ws("llama-2-7b", seq_len=4096, batch=22)         # the forward sweep has half the backward's work
+    assert r.forward_compute_s < r.forward_stream_s and r.backward_compute_s > r.backward_stream_s
+    assert r.bound == "mixed"
+    assert ws("llama-2-7b", seq_len=4096, batch=1).bound == "injection"
+
+
 def test_recomputation_trades_compute_for_sram():
     keep, redo = ws(batch=2, recompute="none"), ws(batch=2, recompute="full")
     assert redo.sram_needed_B < keep.sram_needed_B and redo.max_batch > keep.max_batch
