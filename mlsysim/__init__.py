@@ -17,7 +17,9 @@ from .units import fmt
 from .workloads import CNN, Transformer
 
 # --- one import line per solver module; keep the blank lines between them ---
-# serving (notebooks 02, 03)
+from .serving import (Generation, InferenceStep, PagedKV, ServingMemory, Speculative, decode,
+                      expected_accepted_tokens, generate, kv_cache_bytes, max_batch, max_context, min_tp,
+                      paged_kv, prefill, serving_memory, speculative_decode)
 
 # datapipe (04)
 
@@ -25,7 +27,8 @@ from .workloads import CNN, Transformer
 
 # memory (06, 11)
 
-# collectives (06)
+from .collectives import (all_gather_time, all_to_all_time, allreduce_time, broadcast_time,
+                          hierarchical_allreduce_time, p2p_time, reduce_scatter_time)
 
 # parallel (06, 11)
 

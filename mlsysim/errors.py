@@ -60,6 +60,10 @@ def check_fraction(name: str, value) -> None:
 
 def check_integer(name: str, value, *, minimum: int = 1) -> None:
     """Raise unless every element of ``value`` is a whole number ≥ ``minimum``."""
+    if type(value) is int and value >= minimum:  # fast path for plain whole numbers
+        return
+    if type(value) is float and math.isfinite(value) and value == int(value) and value >= minimum:
+        return
     a = np.asarray(value, dtype=float)
     if not np.all(np.isfinite(a)) or np.any(a != np.round(a)) or np.any(a < minimum):
         raise MlsysimError(f"{name} must be a whole number >= {minimum}, got {_show(value)}")

@@ -1,0 +1,27 @@
+"""Serving: single calls and a (batch x context x device) decode sweep of one million points."""
+import numpy as np
+
+import mlsysim as ms
+from run import Bench
+
+_m, _h = ms.model("llama-3-8b"), ms.hardware("h100")
+_devices = ["a100-80gb", "h100", "h200", "b200"]
+_batch = np.arange(1, 251, dtype=float)[:, None]          # 250 batches
+_context = np.linspace(0, 32768, 1000)[None, :]            # x 1,000 contexts x 4 devices = 1e6 points
+
+BENCHMARKS = [
+    Bench("decode(), one step", lambda: ms.decode(_m, _h, batch=8, context_tokens=1024), "<= 50 µs"),
+    Bench("decode(), by names, tp=8", lambda: ms.decode("llama-3-70b", "h100", tp=8), "<= 50 µs"),
+    Bench("prefill(), 2,048 tokens", lambda: ms.prefill(_m, _h, prompt_tokens=2048), "<= 50 µs"),
+    Bench("kv_cache_bytes()", lambda: ms.kv_cache_bytes(_m, 8192), "<= 50 µs"),
+    Bench("max_batch()", lambda: ms.max_batch(_m, _h, context_tokens=8192), "<= 50 µs"),
+    Bench("min_tp(), Llama-3-70B", lambda: ms.min_tp("llama-3-70b", "h100"), "<= 50 µs"),
+    Bench("paged_kv(), 3-length mix", lambda: ms.paged_kv(_m, _h, lengths=[100, 2000, 4000], max_tokens=4096),
+          "<= 50 µs"),
+    Bench("generate(), 2,048 in / 256 out", lambda: ms.generate(_m, _h), "<= 50 µs"),
+    Bench("speculative_decode(), 70B / 7B", lambda: ms.speculative_decode(
+        "llama-2-70b", "h100", draft="llama-2-7b", tp=4), "<= 50 µs"),
+    Bench("decode() sweep, 250 batches x 1,000 contexts x 4 devices",
+          lambda: ms.decode(_m, _devices, batch=_batch, context_tokens=_context),
+          ">= 1e6 points/s", points=_batch.size * _context.size * len(_devices), calls=1),
+]
