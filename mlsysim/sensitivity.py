@@ -253,18 +253,31 @@ def _values(res, output, n: int):
     return y, ok, bound, getattr(res, "reason", ""), name
 
 
-def _call(fn, points: dict, n: int, vectorized: bool):
+def _evaluate(fn, points: dict, n: int, output, vectorized: bool = True, base_raises: bool = True):
+    """Call ``fn`` on n points: once with arrays, or point by point (``vectorized=False``, or when
+    the vectorised call raises TypeError — a solver that broadcasts over its arguments but not over
+    array-valued hardware fields). In the loop an infeasible point is NaN, except the base point
+    (index 0) when ``base_raises``. Returns (values, feasible, bound labels or None, reason, name)."""
     if vectorized:
-        return fn(**points)
-    rows = []
+        try:
+            return _values(fn(**points), output, n)
+        except TypeError:
+            pass                                       # a genuine bug raises again below
+    y, ok = np.full(n, np.nan), np.zeros(n, dtype=bool)
+    bound, reason = np.full(n, "", dtype=object), ""
+    name = output if isinstance(output, str) else getattr(output, "__name__", "output")
     for j in range(n):
         try:
-            rows.append(fn(**{k: float(v[j]) for k, v in points.items()}))
-        except InfeasibleError:
-            if j == 0:
+            res = fn(**{k: float(v[j]) for k, v in points.items()})
+        except InfeasibleError as e:
+            if j == 0 and base_raises:
                 raise
-            rows.append(None)
-    return rows
+            reason = reason or str(e)
+            continue
+        yj, okj, bj, _, name = _values(res, output, 1)
+        y[j], ok[j] = yj[0], okj[0]
+        bound[j] = "" if bj is None else str(bj[0])
+    return y, ok, (bound if any(bound) else None), reason, name
 
 
 def sensitivity(fn: Callable, inputs: Mapping[str, float], rel_step: float = 0.1, output="time_s",
@@ -312,15 +325,8 @@ def sensitivity(fn: Callable, inputs: Mapping[str, float], rel_step: float = 0.1
     idx = np.arange(k)
     grid[idx, 1 + 2 * idx] *= 1.0 + h
     grid[idx, 2 + 2 * idx] *= 1.0 - h
-    res = _call(fn, {name: grid[i] for i, name in enumerate(names)}, n, vectorized)
-    if vectorized:
-        y, ok, bound, reason, out_name = _values(res, output, n)
-    else:
-        parts = [_values(r, output, 1) if r is not None else None for r in res]
-        y = np.array([p[0][0] if p else np.nan for p in parts])
-        ok = np.array([bool(p[1][0]) if p else False for p in parts])
-        bound = np.array([str(p[2][0]) if p and p[2] is not None else "" for p in parts])
-        reason, out_name = parts[0][3], parts[0][4]
+    y, ok, bound, reason, out_name = _evaluate(fn, {name: grid[i] for i, name in enumerate(names)}, n,
+                                               output, vectorized)
     if not ok[0]:
         if vectorized:  # a scalar call at the base point says why, in the solver's own words
             try:
@@ -442,7 +448,8 @@ def solve_for(fn: Callable, name: str, target: float, inputs: Mapping | None = N
         raise MlsysimError(f"{name!r} is the input to solve for; do not also pass it in inputs")
     target, grid_n = float(target), 256
     x = np.geomspace(lo, hi, grid_n)
-    y, ok, _, reason, out_name = _values(fn(**inputs, **{name: x}), output, grid_n)
+    call = (lambda **p: fn(**inputs, **p))  # noqa: E731
+    y, ok, _, reason, out_name = _evaluate(call, {name: x}, grid_n, output, base_raises=False)
     ends = y[ok]
     if ends.size < 2:
         raise InfeasibleError(f"{out_name} is infeasible for almost every {name} in {bracket}"
@@ -453,9 +460,10 @@ def solve_for(fn: Callable, name: str, target: float, inputs: Mapping | None = N
         meets = ok & ((y <= target) if falling else (y >= target))
         if not meets.any():
             best = np.nanmin(y[ok]) if falling else np.nanmax(y[ok])
+            show = (lambda v: fmt(v, "s")) if out_name.endswith("_s") else (lambda v: f"{v:,.4g}")  # noqa: E731
             raise InfeasibleError(
-                f"no {name} in [{lo:.3g}, {hi:.3g}] makes {out_name} {goal} {target:.4g}: the best is "
-                f"{best:.4g}, so another term (or capacity) binds, not {name}")
+                f"no {name} in [{lo:.3g}, {hi:.3g}] makes {out_name} {goal} {show(target)}: the best is "
+                f"{show(best)}, so another term (or capacity) binds, not {name}")
         j = int(np.argmax(meets))
         if j == 0:  # only on the first grid: later grids start at a point that does not reach
             raise MlsysimError(f"{out_name} already reaches {target:.4g} at the lower end of the bracket "
@@ -464,7 +472,7 @@ def solve_for(fn: Callable, name: str, target: float, inputs: Mapping | None = N
         if b / a - 1 <= rtol:
             return float(b)
         x = np.geomspace(a, b, grid_n)
-        y, ok, _, _, _ = _values(fn(**inputs, **{name: x}), output, grid_n)
+        y, ok, _, _, _ = _evaluate(call, {name: x}, grid_n, output, base_raises=False)
     return float(b)
 
 
@@ -500,12 +508,16 @@ class Requirement:
         """Whether the given device holds the pass (capacity is the third requirement)."""
         return self.capacity_B <= self.given_capacity_B
 
+    def _other(self) -> str:
+        other = self.time_s - max(self.compute_s, self.memory_s)
+        return f", other terms {fmt(other, 's')}" if other > 1e-9 * self.time_s else ""
+
     def rows(self) -> list[tuple[str, str]]:
         if np.ndim(self.target_s):
             return [("shape", str(np.shape(self.target_s)))]
         return [("workload", self.workload), ("target time", fmt(self.target_s, "s")),
                 (f"on {self.hardware}", f"{fmt(self.time_s, 's')} (compute {fmt(self.compute_s, 's')}, "
-                                        f"memory {fmt(self.memory_s, 's')})"),
+                                        f"memory {fmt(self.memory_s, 's')}{self._other()})"),
                 ("solving for", self.solve_for),
                 (f"peak ({self.precision})", f"{fmt(self.peak_flops, 'FLOP/s')} ({self.peak_factor:.3g}x)"),
                 ("bandwidth", f"{fmt(self.bandwidth_Bps, 'B/s')} ({self.bandwidth_factor:.3g}x)"),

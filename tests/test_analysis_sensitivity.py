@@ -312,3 +312,37 @@ def test_solve_for_errors():
     big = lambda batch: ms.roofline("llama-3-70b", "b200", batch=batch, context_tokens=8192)  # noqa: E731
     with pytest.raises(ms.InfeasibleError, match="tokens_per_s"):
         ms.solve_for(big, "batch", 1e6, output="tokens_per_s", bracket=(1, 4096))
+
+
+# --- serving solvers (time = max() + communication + fixed overheads) -----------------------
+def test_serving_decode_elasticities_are_diluted_by_fixed_costs():
+    s = ms.hardware_sensitivity(ms.decode, "llama-3-8b", "h100", inputs={"batch": 64}, context_tokens=4096)
+    r = ms.decode("llama-3-8b", "h100", batch=64, context_tokens=4096)
+    assert s.bound == "memory"
+    # T = T_mem + overhead: the local derivative is e_B = -T_mem / T; not a power law, so the
+    # finite difference approaches it as the step shrinks
+    assert s["bandwidth"].elasticity == pytest.approx(-r.memory_s / r.time_s, rel=1e-3)
+    fine = ms.hardware_sensitivity(ms.decode, "llama-3-8b", "h100", specs=("bandwidth",), rel_step=0.001,
+                                   inputs={"batch": 64}, context_tokens=4096)
+    assert fine["bandwidth"].elasticity == pytest.approx(-r.memory_s / r.time_s, rel=1e-6)
+    loop = ms.hardware_sensitivity(ms.decode, "llama-3-8b", "h100", specs=("bandwidth", "link"), batch=64,
+                                   context_tokens=4096)          # hardware arrays only: point by point
+    assert loop["bandwidth"].elasticity == pytest.approx(s["bandwidth"].elasticity, rel=1e-12)
+    assert loop["link"].elasticity == 0.0 and loop.bound == "memory"
+
+
+def test_inverse_with_serving_round_trips_by_bracketing():
+    kw = dict(batch=64, context_tokens=4096)
+    req = ms.inverse_roofline("llama-3-8b", "h100", target_s=10e-3, solver=ms.decode, **kw)
+    hw = ms.scale_hardware("h100", bandwidth=req.bandwidth_factor)
+    assert ms.decode("llama-3-8b", hw, **kw).time_s == pytest.approx(10e-3, rel=1e-8)
+    assert "other terms" in str(req)
+    req = ms.inverse_roofline("llama-3-70b", "h100", target_s=20e-3, solver=ms.decode, tp=4)
+    hw = ms.scale_hardware("h100", bandwidth=req.bandwidth_factor)
+    assert ms.decode("llama-3-70b", hw, tp=4).time_s == pytest.approx(20e-3, rel=1e-8)
+    req = ms.inverse_roofline("llama-3-8b", "h100", target_s=0.1, solve_for="peak", solver=ms.prefill,
+                              prompt_tokens=8192)
+    hw = ms.scale_hardware("h100", peak=req.peak_factor)
+    assert ms.prefill("llama-3-8b", hw, prompt_tokens=8192).time_s == pytest.approx(0.1, rel=1e-8)
+    with pytest.raises(ms.InfeasibleError, match="another term"):
+        ms.inverse_roofline("llama-3-8b", "h100", target_s=1e-3, solver=ms.decode, batch=512)

@@ -1,6 +1,7 @@
 """Exercises of notebook 09 (sensitivity and the inverse roofline)."""
 from ..roofline import roofline
 from ..sensitivity import hardware_sensitivity, inverse_roofline
+from ..serving import decode
 from . import Exercise
 
 MODEL = "llama-3-8b"
@@ -10,10 +11,12 @@ EXERCISES = [
                      "H100's peak FLOP/s",
              lambda: hardware_sensitivity(roofline, MODEL, "h100", batch=1, context_tokens=2048)["peak"].elasticity,
              rtol=0.02, hint="Is the step compute-bound or memory-bound? What does 10 % more FLOP/s change?"),
-    Exercise("09.2", "Bandwidth (B/s) a device with the H100's FLOP/s needs for a 5 ms Llama-3-8B decode "
-                     "step, 32 sequences at 8,192 tokens of context",
-             lambda: inverse_roofline(MODEL, "h100", target_s=5e-3, batch=32, context_tokens=8192).bandwidth_Bps,
-             rtol=0.02, unit="B/s", hint="B* = Q / T*: the step's memory traffic over the target time."),
+    Exercise("09.2", "Bandwidth (B/s) a device with the H100's FLOP/s needs for a 5 ms Llama-3-8B ITL "
+                     "(serving model), 32 sequences at 8,192 tokens of context",
+             lambda: inverse_roofline(MODEL, "h100", target_s=5e-3, solver=decode, batch=32,
+                                      context_tokens=8192).bandwidth_Bps,
+             rtol=0.02, unit="B/s",
+             hint="ms.inverse_roofline(..., solver=ms.decode): the memory term must shrink until the step fits."),
     Exercise("09.3", "Elasticity of the decode step time to the batch, Llama-3-8B, 16 sequences at 16,384 "
                      "tokens of context, B200",
              lambda: hardware_sensitivity(roofline, MODEL, "b200", specs=(), inputs={"batch": 16},
