@@ -114,6 +114,11 @@ def spec_value(hardware, spec: str, precision: str = "bf16"):
 
 
 # --- results -------------------------------------------------------------------
+def _is_time(name: str) -> bool:
+    """A field in seconds (``time_s``), not a rate (``tokens_per_s``)."""
+    return name.endswith("_s") and not name.endswith("per_s")
+
+
 def _pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x * 100:+.3g} %"
 
@@ -214,7 +219,7 @@ class Sensitivity:
                      + (f" ({self.bound}-bound)" if self.bound else ""))
 
     def _value_text(self) -> str:
-        return fmt(self.value, "s") if self.output.endswith("_s") else f"{self.value:.4g}"
+        return fmt(self.value, "s") if _is_time(self.output) else f"{self.value:.4g}"
 
     def rows(self) -> list[tuple[str, str]]:
         return [(it.name, it.shown() + (f" ({it.note})" if it.note else "")) for it in self.ranked()]
@@ -460,7 +465,7 @@ def solve_for(fn: Callable, name: str, target: float, inputs: Mapping | None = N
         meets = ok & ((y <= target) if falling else (y >= target))
         if not meets.any():
             best = np.nanmin(y[ok]) if falling else np.nanmax(y[ok])
-            show = (lambda v: fmt(v, "s")) if out_name.endswith("_s") else (lambda v: f"{v:,.4g}")  # noqa: E731
+            show = (lambda v: fmt(v, "s")) if _is_time(out_name) else (lambda v: f"{v:,.4g}")  # noqa: E731
             raise InfeasibleError(
                 f"no {name} in [{lo:.3g}, {hi:.3g}] makes {out_name} {goal} {show(target)}: the best is "
                 f"{show(best)}, so another term (or capacity) binds, not {name}")
