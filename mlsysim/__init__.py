@@ -17,13 +17,15 @@ from .units import fmt
 from .workloads import CNN, Transformer
 
 # --- one import line per solver module; keep the blank lines between them ---
-from .serving import (Generation, InferenceStep, PagedKV, ServingMemory, Speculative, decode,
-                      expected_accepted_tokens, generate, kv_cache_bytes, max_batch, max_context, min_tp,
-                      paged_kv, prefill, serving_memory, speculative_decode)
+from .serving import (Generation, InferenceStep, PagedKV, ServingMemory, ServingPlan, Speculative, decode,
+                      expected_accepted_tokens, generate, kv_cache_bytes, length_mix, max_batch, max_context,
+                      min_tp, paged_kv, prefill, serving_memory, serving_plan, speculative_decode)
 
-# datapipe (04)
+from .datapipe import (DataPipe, datapipe, host, input_tier, pipeline, pipelines_table, storage_table,
+                       stored_bytes_per_token)
 
-# quantization (05)
+from .quantization import (Quantized, accuracy_table, precision_table, quant_scheme, quantized,
+                           quantized_footprint, weight_bytes_per_param)
 
 # memory (06, 11)
 
@@ -32,9 +34,10 @@ from .collectives import (all_gather_time, all_to_all_time, allreduce_time, broa
 
 # parallel (06, 11)
 
-# reliability (06, 11)
+from .reliability import (cluster_mtbf_h, daly_interval_s, ettr, expected_failures, goodput, lost_work_s,
+                          node_failure_rate_per_h, p_any_failure, young_interval_s)
 
-# checkpoint (06, 11)
+from .checkpoint import Checkpoint, checkpoint, checkpoint_bytes, storage_tier, storage_tiers
 
 # sustainability (07)
 

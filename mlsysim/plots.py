@@ -67,11 +67,12 @@ def lines(x, series: dict, xlabel: str, ylabel: str, logx: bool = False, logy: b
     fig, ax = _figure(ax)
     for i, (label, y) in enumerate(series.items()):
         ax.plot(x, y, "o-" if markers else "-", ms=4, color=PALETTE[i % len(PALETTE)], label=label)
-    for i, (label, y) in enumerate((hlines or {}).items()):
-        ax.axhline(y, color="#555555", ls="--", lw=1)
-        ax.annotate(label, (ax.get_xlim()[0], y), xytext=(4, 4), textcoords="offset points", fontsize=8)
     ax.set_xscale("log" if logx else "linear")
     ax.set_yscale("log" if logy else "linear")
+    for label, y in (hlines or {}).items():
+        ax.axhline(y, color="#555555", ls="--", lw=1)
+        ax.annotate(label, (0, y), xycoords=("axes fraction", "data"), xytext=(4, 4),
+                    textcoords="offset points", fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -108,18 +109,169 @@ def bars(labels: Sequence[str], series: dict, ylabel: str, title: str = "", ax=N
 
 
 # --- serving (02, 03) ------------------------------------------------------
+def ttft_itl(prompt_tokens, ttft_s: dict, batches, itl_s: dict, ttft_sla_s: float | None = None,
+             itl_sla_s: float | None = None, title: str = ""):
+    """Two panels: time to first token against prompt length, and time per output token against
+    the decode batch; one curve per label (e.g. device), dashed lines at the service-level targets."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 4.2), layout="constrained")
+    for i, (label, y) in enumerate(ttft_s.items()):
+        left.loglog(prompt_tokens, np.asarray(y) * 1e3, "o-", ms=3, color=PALETTE[i % len(PALETTE)], label=label)
+    for i, (label, y) in enumerate(itl_s.items()):
+        right.semilogx(batches, np.asarray(y) * 1e3, "o-", ms=3, color=PALETTE[i % len(PALETTE)], label=label)
+    right.set_ylim(bottom=0)
+    for ax, sla, name in ((left, ttft_sla_s, "TTFT target"), (right, itl_sla_s, "ITL target")):
+        if sla is not None:
+            ax.axhline(sla * 1e3, color="#555555", ls="--", lw=1)
+            ax.annotate(name, (ax.get_xlim()[0], sla * 1e3), xytext=(4, 4), textcoords="offset points",
+                        fontsize=8)
+    left.set(xlabel="prompt tokens", ylabel="time to first token (ms)", title="Prefill")
+    right.set(xlabel="sequences decoding together (batch)", ylabel="time per output token (ms)",
+              title="Decode")
+    left.legend(fontsize=8)
+    right.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def accuracy(labels: Sequence[str], predicted, published, tolerance: float | None = None, ax=None,
+             title: str = "Predicted over published"):
+    """One dot per case at predicted / published (log scale, 1 = exact), with a ±``tolerance`` band;
+    cases of different units share one axis."""
+    ratio = np.asarray(predicted, dtype=float) / np.asarray(published, dtype=float)
+    fig, ax = _figure(ax, size=(7.5, 0.32 * len(labels) + 1.4))
+    y = np.arange(len(labels))[::-1]
+    if tolerance:
+        ax.axvspan(1 - tolerance, 1 + tolerance, color="#999999", alpha=0.2, label=f"±{tolerance:.0%}")
+    ax.axvline(1.0, color="#555555", lw=1)
+    ax.plot(ratio, y, "o", color=PALETTE[0], ms=6)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xscale("log")
+    lo, hi = min(ratio.min(), 1 - (tolerance or 0)) / 1.15, max(ratio.max(), 1 + (tolerance or 0)) * 1.15
+    ax.set_xlim(lo, hi)
+    from matplotlib.ticker import FormatStrFormatter
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%.2g"))
+    ax.xaxis.set_minor_formatter(FormatStrFormatter("%.2g"))
+    ax.set_xlabel("predicted / published")
+    ax.set_title(title)
+    if tolerance:
+        ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def memory_boundary(context_tokens, max_batch: dict, ax=None, title: str = "What fits in memory"):
+    """Largest batch that fits against context length, one curve per label (log–log); the
+    region under a curve fits, the region above runs out of memory."""
+    fig, ax = _figure(ax)
+    x = np.asarray(context_tokens, dtype=float)
+    for i, (label, y) in enumerate(max_batch.items()):
+        y = np.asarray(y, dtype=float)
+        ok = np.isfinite(y) & (y >= 1)
+        color = PALETTE[i % len(PALETTE)]
+        ax.loglog(x[ok], y[ok], "-", lw=2, color=color, label=label)
+        ax.fill_between(x[ok], 1, y[ok], color=color, alpha=0.08)
+    ax.set_xlabel("tokens per sequence (context)")
+    ax.set_ylabel("largest batch that fits")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
 
 
 # --- datapipe (04) ---------------------------------------------------------
+def pipeline_stages(result, ax=None, title: str | None = None):
+    """Horizontal bars of the four stage rates of a scalar :class:`~mlsysim.datapipe.DataPipe`
+    (log scale), the slowest one highlighted and the delivered rate marked."""
+    fig, ax = _figure(ax, size=(7.5, 3.2))
+    unit = "images/s" if result.tokens_per_sample == 1 else "sequences/s"
+    names = list(result.stages)
+    rates = [float(result.stages[k]) for k in names]
+    finite = [r for r in rates if np.isfinite(r)]
+    cap = max(finite) * 10 if finite else 1.0
+    shown = [r if np.isfinite(r) else cap for r in rates]
+    colors = [PALETTE[1] if k == result.bound else PALETTE[0] for k in names]
+    ax.barh(names, shown, color=colors)
+    for i, r in enumerate(rates):
+        ax.annotate("unlimited" if not np.isfinite(r) else fmt(r), (shown[i], i), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.axvline(float(result.delivered_sps), color="#555555", ls="--", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlim(min(shown) / 3, cap * 8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"throughput per accelerator ({unit}); dashed: delivered")
+    ax.set_title(title or f"{result.workload} on {result.hardware}: {result.bound}-bound")
+    return fig
+
+
+def crossover(workers, results: dict, marks: dict | None = None, ax=None, title: str = ""):
+    """Delivered samples/s per accelerator against workers, one curve per labelled
+    :class:`~mlsysim.datapipe.DataPipe` sweep; ``marks`` maps a label to a worker count (vertical line)."""
+    fig, ax = _figure(ax)
+    for i, (label, r) in enumerate(results.items()):
+        ax.plot(workers, r.delivered_sps, "-", color=PALETTE[i % len(PALETTE)], label=label)
+    for j, (label, x) in enumerate((marks or {}).items()):
+        ax.axvline(x, color="#555555", ls=(":", "--", "-.")[j % 3], lw=1, label=label)
+    first = next(iter(results.values()))
+    ax.set_xlabel("data-loading workers (hardware threads) per accelerator")
+    ax.set_ylabel(f"{'images' if first.tokens_per_sample == 1 else 'sequences'}/s per accelerator")
+    ax.set_title(title or "Throughput rises with workers until the accelerator binds")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
 
 
 # --- quantization (05) -----------------------------------------------------
+def footprints(results: Sequence, ax=None, title: str = ""):
+    """Stacked bars of weights, KV cache and other memory of :class:`~mlsysim.quantization.Footprint`
+    results, with each device's capacity as a dashed line."""
+    fig, ax = _figure(ax)
+    labels = [f"{r.scheme}\n{r.hardware}" if len({x.hardware for x in results}) > 1 else r.scheme
+              for r in results]
+    weights = np.array([float(r.weights_B) for r in results]) / 1e9
+    kv = np.array([float(r.kv_B) for r in results]) / 1e9
+    other = np.array([float(r.other_B) for r in results]) / 1e9
+    idx = np.arange(len(results))
+    ax.bar(idx, weights, 0.6, label="weights", color=PALETTE[0])
+    ax.bar(idx, kv, 0.6, bottom=weights, label="KV cache", color=PALETTE[2])
+    ax.bar(idx, other, 0.6, bottom=weights + kv, label="activations", color=PALETTE[4])
+    for cap in sorted({r.capacity_B for r in results}):
+        ax.axhline(cap / 1e9, color="#555555", ls="--", lw=1)
+        ax.annotate(f"{fmt(cap, 'B')} device", (idx[-1] + 0.35, cap / 1e9), xytext=(0, 3),
+                    textcoords="offset points", fontsize=8, ha="right")
+    ax.set_xticks(idx, labels)
+    ax.set_ylabel("memory (GB)")
+    ax.set_title(title or f"{results[0].workload}: memory by scheme")
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
 
 
 # --- distributed training (06) ---------------------------------------------
 
 
 # --- reliability and checkpointing (06) ------------------------------------
+def interval_tradeoff(interval_s, series: dict, marks: dict | None = None, ylabel: str = "share of wall time (%)",
+                      title: str = "", ax=None, percent: bool = True):
+    """Curves over the checkpoint interval (log x axis, in minutes) with labelled vertical marks.
+
+    ``series`` maps a label to y values (fractions, shown in % when ``percent``); ``marks``
+    maps a label to an interval in seconds (e.g. the Young and Daly optima).
+    """
+    fig, ax = _figure(ax)
+    x = np.asarray(interval_s, dtype=float) / 60.0
+    scale = 100.0 if percent else 1.0
+    for i, (label, y) in enumerate(series.items()):
+        ax.plot(x, np.asarray(y, dtype=float) * scale, "-", lw=2, color=PALETTE[i % len(PALETTE)], label=label)
+    for j, (label, at) in enumerate((marks or {}).items()):
+        ax.axvline(at / 60.0, color=PALETTE[(j + len(series)) % len(PALETTE)], ls="--", lw=1.2, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("checkpoint interval (minutes of training between checkpoints)")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
 
 
 # --- operations (07, 08) ---------------------------------------------------
