@@ -25,9 +25,10 @@ CS-3 against ~300 FLOP/B (peak over HBM bandwidth) on an H100. For a dense model
 
 and those tokens' activations must fit in SRAM: in training every layer's saved
 activations (or only the layer inputs with full recomputation) plus the logits,
-beside a double buffer of the largest layer's weights. If the largest batch that
-fits is below N*, the step stays injection-bound: more wafers (data parallel, the
-weights broadcast by SwarmX) multiply throughput but not the per-wafer intensity.
+beside a double buffer of the largest layer's weights (and, in training, a buffer
+for its gradients). If the largest batch that fits is below N*, the step stays
+injection-bound: more wafers (data parallel, the weights broadcast by SwarmX)
+multiply throughput but not the per-wafer intensity.
 
 **Weights resident** (Cerebras inference, 2024). The weights stay in SRAM, split by
 layers across k = ⌈footprint / SRAM⌉ wafers that form a pipeline. A token passes

@@ -346,3 +346,17 @@ def test_inverse_with_serving_round_trips_by_bracketing():
     assert ms.prefill("llama-3-8b", hw, prompt_tokens=8192).time_s == pytest.approx(0.1, rel=1e-8)
     with pytest.raises(ms.InfeasibleError, match="another term"):
         ms.inverse_roofline("llama-3-8b", "h100", target_s=1e-3, solver=ms.decode, batch=512)
+
+
+def test_predict_is_exact_within_a_regime_and_wrong_across_one():
+    a100, b200 = ms.hardware("a100-80gb"), ms.hardware("b200")
+    ratios = {"peak": b200.peak("bf16") / a100.peak("bf16"),
+              "bandwidth": b200.memory_bw_Bps / a100.memory_bw_Bps}
+    for kw, exact in [(dict(batch=1), True), (dict(batch=512, context_tokens=512), False)]:
+        s = ms.hardware_sensitivity(ms.roofline, "llama-3-8b", a100, specs=("peak", "bandwidth"), **kw)
+        t = ms.roofline("llama-3-8b", ["a100-80gb", "b200"], **kw).time_s
+        assert bool(s.predict(ratios) == pytest.approx(t[1] / t[0], rel=1e-9)) is exact
+    with pytest.raises(ms.MlsysimError, match="ratios"):
+        s.predict({"peak": 0})
+    with pytest.raises(ms.UnknownNameError):
+        s.predict({"capacity": 2})
