@@ -387,7 +387,7 @@ def hardware_sensitivity(solver: Callable, workload, hardware, specs=("peak", "b
                          output="time_s", **kwargs) -> Sensitivity:
     """Elasticities of ``solver(workload, hardware, **kwargs)`` to hardware specs and numeric inputs.
 
-    ``specs`` are names from :data:`SPECS` (peak, bandwidth, capacity, link,
+    ``specs`` are names from ``SPECS`` (peak, bandwidth, capacity, link,
     host_link), perturbed through :func:`scale_hardware`; ``inputs`` are numeric
     keyword arguments of the solver to perturb too (e.g. ``{"batch": 8}``); the
     other ``kwargs`` stay fixed. One vectorised solver call.

@@ -621,7 +621,7 @@ def sensitivity_explorer(workload: str = "Llama-3-8B", hardware: str = "H100-SXM
 
 def wafer_explorer(workload: str = "Llama-3-8B", hardware: str = "Cerebras-WSE-3", seq_len: int = 2048,
                    recompute: str = "full", batch: int = 8) -> Explorer:
-    """Explore :func:`mlsysim.weight_streaming`: sweep times against the batch on the wafer, the
+    """Explore :func:`mlsysim.wafer.weight_streaming`: sweep times against the batch on the wafer, the
     batch at which streaming turns compute-bound and the batch the SRAM holds."""
     import numpy as np
     from .sensitivity import scale_hardware
