@@ -182,3 +182,28 @@ def test_book_pages_keep_code_lines_short():
                 inside = False
             elif inside:
                 assert len(line) <= 90, f"{page.name}:{n} is {len(line)} characters (limit 90)"
+
+
+def test_build_executes_pages_with_the_sliced_kernel_client(monkeypatch, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    executors = pytest.importorskip("jupyter_cache.executors.utils")
+    monkeypatch.setattr(executors, "executenb", executors.executenb)  # restored after the test
+
+    class App:
+        def connect(self, *a, **k):
+            pass
+
+        def add_directive(self, *a, **k):
+            pass
+
+    import mlsysim.assign
+    made = []
+    real = mlsysim.assign.notebook_client
+    monkeypatch.setattr(mlsysim.assign, "notebook_client", lambda *a, **k: made.append(a) or real(*a, **k))
+    course_site.setup(App())
+    assert executors.executenb is course_site._execute
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    result = executors.single_nb_execution(nb, cwd=str(tmp_path), timeout=60, allow_errors=False)
+    assert result.err is None and nb.cells[0].outputs[0]["text"] == "42\n"
+    assert len(made) == 1

@@ -8,7 +8,10 @@
    property's docstring as its type (the docstring is restored after napoleon ran).
 3. A short cross-reference such as ``:class:`Hardware``` resolves to the one ``mlsysim`` object
    of that name, so a docstring need not spell out the module it comes from.
-4. ``.. mlsysim-other-modules::`` documents every module of the package that no page of
+4. Pages are executed with :func:`mlsysim.assign.notebook_client`, whose kernel client does not
+   sleep through an execute reply when widgets are involved (jupyter/nbclient#312): with the
+   stock client, about one build in two spent the whole cell timeout on one widget cell.
+5. ``.. mlsysim-other-modules::`` documents every module of the package that no page of
    book/api names in an ``automodule`` line, in the order of the imports in
    mlsysim/__init__.py: a new solver module appears in the API reference without any edit.
 """
@@ -117,7 +120,17 @@ class OtherModules(SphinxDirective):
         return node.children
 
 
+def _execute(nb, cwd=None, km=None, **options):
+    """Drop-in for ``nbclient.execute`` (as jupyter-cache calls it for MyST-NB)."""
+    from mlsysim.assign import notebook_client
+    options.setdefault("kernel_name", "")  # as nbclient: the notebook's own kernelspec
+    return notebook_client(nb, cwd or ".", km=km, **options).execute()
+
+
 def setup(app):
+    import jupyter_cache.executors.utils as executors
+    if getattr(executors, "executenb", None) is not None:
+        executors.executenb = _execute
     app.add_directive("mlsysim-other-modules", OtherModules)
     app.connect("html-page-context", _dedupe_scripts, priority=300)  # emit_firstresult: run early
     app.connect("autodoc-process-docstring", _plain_descriptions, priority=100)
