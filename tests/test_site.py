@@ -207,3 +207,17 @@ def test_build_executes_pages_with_the_sliced_kernel_client(monkeypatch, tmp_pat
     result = executors.single_nb_execution(nb, cwd=str(tmp_path), timeout=60, allow_errors=False)
     assert result.err is None and nb.cells[0].outputs[0]["text"] == "42\n"
     assert len(made) == 1
+
+
+@pytest.mark.parametrize("target, expected", [
+    ("ms.roofline", "mlsysim.roofline.roofline"),          # the function, not ms.plots.roofline
+    ("mlsysim.table", "mlsysim.tables.table"),
+    ("Hardware", "mlsysim.systems.Hardware"),
+    ("~mlsysim.roofline.Roofline", None),                   # full names are Sphinx's own business
+    ("roofline", None),                                     # ambiguous: function and plot
+    ("nothing_like_this", None),
+])
+def test_short_references_resolve_to_one_object(target, expected):
+    objects = {"mlsysim.roofline.roofline": 1, "mlsysim.plots.roofline": 1, "mlsysim.tables.table": 1,
+               "mlsysim.systems.Hardware": 1}
+    assert course_site.resolve_short(target, objects) == expected

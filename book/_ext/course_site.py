@@ -6,8 +6,9 @@
    with ``Summary: details``. Napoleon would read the text after ``name :`` as a type (rewritten
    into a plain description before napoleon runs) and the text before the first colon of a
    property's docstring as its type (the docstring is restored after napoleon ran).
-3. A short cross-reference such as ``:class:`Hardware``` resolves to the one ``mlsysim`` object
-   of that name, so a docstring need not spell out the module it comes from.
+3. A short cross-reference such as ``:class:`Hardware``` or ``{py:func}`ms.roofline``` resolves
+   to the one ``mlsysim`` object of that name, so docstrings and notebooks need not spell out
+   the module it comes from.
 4. Pages are executed with :func:`mlsysim.assign.notebook_client`, whose kernel client does not
    sleep through an execute reply when widgets are involved (jupyter/nbclient#312): with the
    stock client, about one build in two spent the whole cell timeout on one widget cell.
@@ -73,22 +74,38 @@ def _plain_descriptions(app, what, name, obj, options, lines):
     lines[:] = out
 
 
+def resolve_short(target: str, objects) -> str | None:
+    """The documented full name for a short mlsysim reference, or None.
+
+    ``ms.X`` / ``mlsysim.X`` name what the package exports at its top level (``ms.roofline`` is
+    the function, not the plot of the same name); a bare ``X`` must name one object only.
+    """
+    target = target.lstrip("~.")
+    parts = target.split(".")
+    if len(parts) == 2 and parts[0] in ("ms", "mlsysim"):
+        import mlsysim
+        obj = getattr(mlsysim, parts[1], None)
+        full = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
+        if full in objects:
+            return full
+        target = parts[1]
+    if not re.fullmatch(r"[A-Za-z_]\w*", target):
+        return None
+    hits = [full for full in objects if full.startswith("mlsysim.") and full.rsplit(".", 1)[-1] == target]
+    return hits[0] if len(hits) == 1 else None
+
+
 def _short_python_refs(app, env, node, contnode):
     if node.get("refdomain") != "py" or node.get("reftype") not in ("class", "func", "meth", "attr", "obj",
                                                                       "data", "exc"):
         return None
-    target = node.get("reftarget", "").lstrip("~.")
-    if target.startswith("mlsysim."):  # e.g. mlsysim.table, re-exported from mlsysim.tables
-        target = target.rsplit(".", 1)[-1]
-    if not re.fullmatch(r"[A-Za-z_]\w*", target):
-        return None
     domain = env.get_domain("py")
-    hits = [full for full in domain.objects if full.startswith("mlsysim.") and full.rsplit(".", 1)[-1] == target]
-    if len(hits) != 1:
+    full = resolve_short(node.get("reftarget", ""), domain.objects)
+    if full is None:
         return None
     from sphinx.util.nodes import make_refnode
-    obj = domain.objects[hits[0]]
-    return make_refnode(app.builder, node["refdoc"], obj.docname, obj.node_id, contnode, hits[0])
+    obj = domain.objects[full]
+    return make_refnode(app.builder, node["refdoc"], obj.docname, obj.node_id, contnode, full)
 
 
 def package_modules(package_dir: Path) -> list[str]:
