@@ -27,27 +27,28 @@ from .datapipe import (DataPipe, datapipe, host, input_tier, pipeline, pipelines
 from .quantization import (Quantized, accuracy_table, precision_table, quant_scheme, quantized,
                            quantized_footprint, weight_bytes_per_param)
 
-# memory (06, 11)
+from .memory import TrainingMemory, model_states_B, training_memory
 
 from .collectives import (all_gather_time, all_to_all_time, allreduce_time, broadcast_time,
                           hierarchical_allreduce_time, p2p_time, reduce_scatter_time)
 
-# parallel (06, 11)
+from .parallel import (DEFAULT_EFFICIENCY, ParallelSearch, TrainStep, best_parallelism, mfu, time_to_train_s,
+                       train_step, training_flops)
 
 from .reliability import (cluster_mtbf_h, daly_interval_s, ettr, expected_failures, goodput, lost_work_s,
                           node_failure_rate_per_h, p_any_failure, young_interval_s)
 
 from .checkpoint import Checkpoint, checkpoint, checkpoint_bytes, storage_tier, storage_tiers
 
-# sustainability (07)
+from .sustainability import Footprint, carbon_kg, embodied_kg, energy_kwh, footprint, it_power_W
 
-# economics (07, 08)
+from .economics import TCO, TrainingRun, capex_usd, rental_usd, tco, training_run, usd_per_million_tokens
 
-# reasoning (08)
+from .reasoning import ReasoningService, Routing, reasoning_service, routing
 
-# sensitivity (09)
+from .sensitivity import hardware_sensitivity, inverse_roofline, scale_hardware, sensitivity, solve_for
 
-# wafer (10)
+from .wafer import weight_streaming, weights_resident, wafers_needed
 
 # audit (11)
 

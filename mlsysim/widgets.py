@@ -342,6 +342,89 @@ def quantization_explorer(workload: str = "Llama-2-7B", hardware: str = "A100-80
 
 
 # --- distributed training (06) ---------------------------------------------
+def parallel_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", nodes: int = 128,
+                      global_batch: int = 1024, seq_len: int = 4096, tp: int = 8, pp: int = 4,
+                      microbatch: int = 1, interleave: int = 1, zero_stage: int = 1,
+                      recompute: str = "none", overlap: float = 1.0) -> Explorer:
+    """Explore :func:`mlsysim.train_step` over tp, pp, dp (through the node count), the
+    micro-batch size (hence the number of micro-batches), interleaving, ZeRO and recomputation."""
+    from .parallel import train_step
+    from .registry import cluster
+    style = {"description_width": "8em"}
+    controls = {
+        "model": _dropdown("models", model, "model", options=[n for n in zoo("models") if not n.startswith(
+            ("ResNet", "MobileNet"))]),
+        "nodes": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048], value=nodes,
+                            description="nodes (× 8 GPUs)", style=style),
+        "tp": W.Dropdown(options=[1, 2, 4, 8], value=tp, description="tensor (tp)", style=style),
+        "pp": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=pp, description="pipeline (pp)", style=style),
+        "microbatch": W.Dropdown(options=[1, 2, 4, 8, 16], value=microbatch, description="micro-batch", style=style),
+        "interleave": W.Dropdown(options=[1, 2, 4], value=interleave, description="interleave (v)", style=style),
+        "zero_stage": W.Dropdown(options=[0, 1, 2, 3], value=zero_stage, description="ZeRO stage", style=style),
+        "recompute": W.Dropdown(options=["none", "selective", "full"], value=recompute, description="recompute",
+                                style=style),
+        "overlap": W.FloatSlider(value=overlap, min=0.0, max=1.0, step=0.1, description="DP overlap", style=style),
+    }
+
+    def compute(model, nodes, tp, pp, microbatch, interleave, zero_stage, recompute, overlap):
+        return train_step(model, cluster(node, nodes=nodes), global_batch, seq_len, tp=tp, pp=pp,
+                          micro_batch=microbatch, interleave=interleave, zero_stage=zero_stage,
+                          recompute=recompute, overlap=overlap)
+
+    def render(r):
+        fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6), layout="constrained")
+        plots.step_breakdown(["step"], [r], title=f"{r.model}: {fmt(r.step_s, 's')} per step", ax=axes[0])
+        plots.memory_breakdown(["per GPU"], [r.memory], r.memory.capacity_B, title="memory", ax=axes[1])
+        rows = [("layout", f"tp {r.tp} × pp {r.pp} × dp {r.dp} = {r.accelerators:,} GPUs"),
+                ("micro-batches", f"{r.microbatches} of {r.micro_batch} × {r.seq_len} tokens"),
+                ("step time", fmt(r.step_s, "s")), ("MFU", f"{r.mfu:.1%}"),
+                ("bubble", f"{r.bubble_s / r.step_s:.1%} of the step"),
+                ("exposed communication", f"{r.comm_s / r.step_s:.1%} of the step"),
+                ("memory per GPU", f"{fmt(r.memory_per_gpu_B, 'B')} of {fmt(r.memory.capacity_B, 'B')}")]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title=f"Parallel layout explorer ({global_batch} × {seq_len} "
+                                                      f"tokens per step)")
+
+
+def scaling_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", global_batch: int = 1024,
+                     seq_len: int = 4096, gpus=(8, 64, 512, 1024, 4096, 16384), overlap: float = 1.0) -> Explorer:
+    """The fastest layout found by :func:`mlsysim.best_parallelism` at each cluster size, for a
+    fixed global batch: MFU and where the step time goes."""
+    from .parallel import best_parallelism
+    from .registry import cluster
+    style = {"description_width": "8em"}
+    controls = {
+        "model": _dropdown("models", model, "model", options=["Llama-3-8B", "Llama-3-70B", "Llama-3.1-405B",
+                                                               "GPT-3-175B", "Mixtral-8x7B"]),
+        "global_batch": W.Dropdown(options=[256, 512, 1024, 2048, 4096], value=global_batch,
+                                   description="sequences/step", style=style),
+        "overlap": W.FloatSlider(value=overlap, min=0.0, max=1.0, step=0.1, description="DP overlap", style=style),
+    }
+
+    def compute(model, global_batch, overlap):
+        out = []
+        for n in gpus:
+            try:
+                out.append(best_parallelism(model, cluster(node, nodes=max(n // 8, 1)), global_batch, seq_len,
+                                            overlap=overlap).best)
+            except MlsysimError:
+                continue
+        if not out:
+            raise MlsysimError(f"{model} fits on none of the cluster sizes {gpus}")
+        return out
+
+    def render(results):
+        labels = [f"{r.accelerators:,}" for r in results]
+        fig = plots.step_breakdown(labels, results, share=True,
+                                   title=f"{results[0].model}, {global_batch} × {seq_len} tokens per step")
+        fig.axes[0].set_xlabel("GPUs")
+        rows = [(f"{r.accelerators:,} GPUs", f"tp {r.tp} pp {r.pp} dp {r.dp}, ZeRO-{r.zero_stage}, "
+                                            f"{fmt(r.step_s, 's')}, MFU {r.mfu:.1%}") for r in results]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Scaling: the best layout at each size")
+
 
 
 # --- reliability and checkpointing (06) ------------------------------------
@@ -396,9 +479,186 @@ def checkpoint_explorer(model: str = "Llama-3-70B", strategy: str = "async", int
 
 
 # --- operations (07, 08) ---------------------------------------------------
+GEOGRAPHY_REGIONS = ("Montreal", "Paris", "Ashburn", "Warsaw")
+
+
+def geography_explorer(node: str = "DGX-H100", nodes: int = 128, days: float = 30.0, utilization: float = 0.84,
+                       carbon_price_usd_per_t: float = 0.0, regions=GEOGRAPHY_REGIONS) -> Explorer:
+    """Explore :func:`mlsysim.footprint` and :func:`mlsysim.tco` of one cluster in several regions."""
+    from .economics import tco
+    from .sustainability import footprint
+    from .registry import _key
+    from .sustainability import _data as _sdata
+    options = [n for n in zoo("nodes") if _key(n) in _sdata()["embodied"]]
+    style = {"description_width": "8em"}
+    controls = {
+        "node": _dropdown("nodes", node, "node", options=options),
+        "nodes": _log_slider("nodes", nodes, 0, 12),
+        "days": W.FloatSlider(value=days, min=1, max=365, step=1, description="days", style=style),
+        "utilization": W.FloatSlider(value=utilization, min=0.0, max=1.0, step=0.01, description="utilisation",
+                                     style=style),
+        "carbon_price": W.FloatSlider(value=carbon_price_usd_per_t, min=0, max=300, step=5,
+                                      description="carbon $/t", style=style),
+    }
+    names = list(regions)
+
+    def compute(node, nodes, days, utilization, carbon_price):
+        from .registry import cluster
+        c = cluster(node, nodes=int(nodes))
+        return (footprint(c, hours=days * 24.0, grid=names, utilization=utilization),
+                tco(c, days=days, grid=names, utilization=utilization, carbon_price_usd_per_t=carbon_price))
+
+    def render(result):
+        f, t = result
+        fig = plots.bars(names, {"operational": f.operational_kg / 1e3, "embodied": f.embodied_kg / 1e3},
+                         ylabel="tCO2e", title=f"{f.cluster}, {fmt(float(f.hours) * 3600, 's')}", logy=True)
+        rows = [(n, f"{fmt(e * 1e3, 'Wh')}, {k / 1e3:.3g} tCO2e, {fmt(w, 'L')} water, ${fmt(c, '', 3)}")
+                for n, e, k, w, c in zip(names, f.energy_kWh, f.total_kg, f.water_onsite_L, t.total_usd)]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Same cluster, four regions")
+
+
+
+REASONING_DEVICES = ("A100-80GB", "H100-SXM", "H200-SXM", "B200-HGX", "MI300X")
+
+
+def reasoning_explorer(model: str = "Llama-3-70B", hardware: str = "H100-SXM", steps: int = 8,
+                       tokens_per_step: int = 512, qps: float = 10.0, usd_per_gpu_hour: float = 2.99,
+                       latency_slo_s: float = 0.0) -> Explorer:
+    """Explore :func:`mlsysim.reasoning_service`: yearly cost against reasoning depth (0 s = no target)."""
+    import numpy as np
+    from .errors import InfeasibleError
+    from .reasoning import reasoning_service
+    from .workloads import Transformer
+    style = {"description_width": "8em"}
+    models = [m.name for m in zoo("models", records=True) if isinstance(m, Transformer) and m.max_context >= 16384]
+    controls = {
+        "model": _dropdown("models", model, "model", options=models),
+        "hardware": _dropdown("hardware", hardware, "device", options=list(REASONING_DEVICES)),
+        "steps": W.IntSlider(value=steps, min=0, max=32, step=1, description="reasoning steps", style=style),
+        "tokens_per_step": _log_slider("tokens per step", tokens_per_step, 6, 11),
+        "qps": W.FloatLogSlider(value=qps, base=10, min=-1, max=3, step=0.25, description="requests/s",
+                                style=style),
+        "price": W.FloatSlider(value=usd_per_gpu_hour, min=0.5, max=15, step=0.01, description="$/GPU-hour",
+                               style=style),
+        "slo": W.FloatSlider(value=latency_slo_s, min=0, max=600, step=10, description="latency target s",
+                             style=style),
+    }
+
+    def compute(model, hardware, steps, tokens_per_step, qps, price, slo):
+        ks = np.arange(0, 33, dtype=float)
+        sweep = reasoning_service(model, hardware, qps=qps, price=price, steps=ks,
+                                  tokens_per_step=int(tokens_per_step), latency_slo_s=slo or None)
+        if not sweep.feasible[steps]:
+            raise InfeasibleError(f"{steps} steps of {tokens_per_step:g} tokens: no tensor-parallel group and "
+                                  f"batch of {model} on {hardware} fit" + (f" within {slo:g} s" if slo else ""))
+        return steps, sweep
+
+    def render(result):
+        k, s = result
+        ks = np.asarray(s.steps)
+        fig = plots.lines(ks, {"cost per year (million USD)": s.usd_per_year / 1e6}, xlabel="reasoning steps K",
+                          ylabel="million USD per year", logy=True,
+                          title=f"{s.workload} on {s.hardware}, {s.qps:g} requests/s")
+        fig.axes[0].axvline(k, color="#555555", ls="--", lw=1)
+        rows = [("tokens per request", f"{s.output_tokens[k]:,.0f} generated"),
+                ("replica", f"{s.tp[k]:g} GPUs, batch {s.batch[k]:g}"),
+                ("latency", f"{fmt(s.e2e_s[k], 's')} end to end"), ("GPUs", f"{s.gpus[k]:g}"),
+                ("cost per year", "$" + fmt(s.usd_per_year[k], "", 3)),
+                ("cost per million tokens", f"${s.usd_per_million_tokens[k]:.3g}")]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Reasoning depth and the yearly bill")
 
 
 # --- analysis (09, 10) -----------------------------------------------------
+def sensitivity_explorer(workload: str = "Llama-3-8B", hardware: str = "H100-SXM", phase: str = "decode",
+                         batch: int = 1, seq_len: int = 2048, context_tokens: int = 0,
+                         target_ms: float = 2.0) -> Explorer:
+    """Explore :func:`mlsysim.hardware_sensitivity` and :func:`mlsysim.inverse_roofline` on one pass:
+    a tornado of elasticities and the bandwidth or FLOP/s a target time needs."""
+    from .sensitivity import hardware_sensitivity, inverse_roofline
+    controls = {
+        "workload": _dropdown("models", workload, "workload"),
+        "hardware": _dropdown("hardware", hardware, "device"),
+        "phase": W.Dropdown(options=["decode", "prefill", "training"], value=phase, description="phase",
+                            style={"description_width": "8em"}),
+        "batch": _log_slider("batch", batch, 0, 12),
+        "seq_len": W.IntSlider(value=seq_len, min=128, max=8192, step=128, description="prompt tokens",
+                               style={"description_width": "8em"}),
+        "context_tokens": W.IntSlider(value=context_tokens, min=0, max=32768, step=512, description="context",
+                                      style={"description_width": "8em"}),
+        "target_ms": W.FloatLogSlider(value=target_ms, base=10, min=-2, max=4, step=0.1,
+                                      description="target (ms)", readout_format=".3g",
+                                      style={"description_width": "8em"}),
+    }
+
+    def compute(workload, hardware, phase, batch, seq_len, context_tokens, target_ms):
+        kw = dict(phase=phase, context_tokens=context_tokens) if phase == "decode" else \
+            dict(phase=phase, seq_len=seq_len)
+        sens = hardware_sensitivity(roofline, workload, hardware, inputs={"batch": batch}, **kw)
+        need = "bandwidth" if sens.bound == "memory" else "peak"
+        try:
+            req = inverse_roofline(workload, hardware, target_s=target_ms * 1e-3, solve_for=need,
+                                   batch=batch, **kw)
+            verdict = (f"{fmt(req.bandwidth_Bps, 'B/s')} ({req.bandwidth_factor:.3g}x)" if need == "bandwidth"
+                       else f"{fmt(req.peak_flops, 'FLOP/s')} ({req.peak_factor:.3g}x)")
+        except MlsysimError as e:
+            verdict = f"none: {e}"
+        return sens, need, target_ms, verdict
+
+    def render(result):
+        sens, need, target_ms, verdict = result
+        fig = plots.tornado(sens)
+        rows = [("time per pass", f"{fmt(sens.value, 's')} ({sens.bound}-bound)")]
+        rows += [(f"elasticity to {it.name}", it.shown()) for it in sens.ranked()]
+        rows.append((f"{need} for {target_ms:.3g} ms", verdict))
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Where to invest: elasticities and the inverse roofline")
+
+
+def wafer_explorer(workload: str = "Llama-3-8B", hardware: str = "Cerebras-WSE-3", seq_len: int = 2048,
+                   recompute: str = "full", batch: int = 8) -> Explorer:
+    """Explore :func:`mlsysim.weight_streaming`: sweep times against the batch on the wafer, the
+    batch at which streaming turns compute-bound and the batch the SRAM holds."""
+    import numpy as np
+    from .sensitivity import scale_hardware
+    from .wafer import weight_streaming
+    controls = {
+        "workload": _dropdown("models", workload, "workload",
+                              options=[n for n in zoo("models") if n not in ("ResNet-50", "ResNet-18", "MobileNetV2")]),
+        "hardware": W.Dropdown(options=["Cerebras-WSE-2", "Cerebras-WSE-3", "H100-SXM", "B200-HGX"], value=hardware,
+                               description="device", style={"description_width": "8em"}),
+        "seq_len": W.IntSlider(value=seq_len, min=256, max=8192, step=256, description="tokens/sequence",
+                               style={"description_width": "8em"}),
+        "recompute": W.Dropdown(options=["none", "full"], value=recompute, description="recompute",
+                                style={"description_width": "8em"}),
+        "batch": _log_slider("batch", batch, 0, 10),
+    }
+
+    def compute(workload, hardware, seq_len, recompute, batch):
+        at = weight_streaming(workload, hardware, batch=batch, seq_len=seq_len, recompute=recompute)
+        sweep = np.geomspace(1, max(4 * float(at.compute_bound_batch), 4 * float(batch), 8), 48)
+        real = weight_streaming(workload, hardware, batch=sweep, seq_len=seq_len, recompute=recompute)
+        ideal = weight_streaming(workload, scale_hardware(hardware, capacity=1e6), batch=sweep,
+                                 seq_len=seq_len, recompute=recompute)
+        return at, real, ideal
+
+    def render(result):
+        at, real, ideal = result
+        fig = plots.weight_streaming(real, ideal)
+        rows = [("step time", f"{fmt(at.time_s, 's')} ({at.bound}-bound)"),
+                ("utilization", fmt(at.utilization, "%")),
+                ("streaming ridge", f"{at.ridge:.3g} FLOP/B, intensity {at.intensity:.3g}"),
+                ("SRAM", f"{fmt(at.sram_needed_B, 'B')} of {fmt(at.sram_B, 'B')}"),
+                ("verdict", at.verdict())]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Weight streaming: injection, compute and SRAM")
+
+
 
 
 # --- audit (11) ------------------------------------------------------------

@@ -1,0 +1,633 @@
+"""Step time of data × tensor × pipeline × expert × context parallel training, and the search.
+
+One step processes ``global_batch`` sequences of ``seq_len`` tokens on ``c.accelerators``
+GPUs split as tp × cp × pp × dp (expert parallelism ep is carved out of dp·cp). Ranks are
+ordered tp, cp, ep, dp, pp from the innermost (Megatron-LM's order): TP stays inside a
+node, a group that spans nodes talks over each GPU's share of the NICs. Each data-parallel
+replica runs m = global_batch / (dp·b) micro-batches of b sequences through p pipeline
+stages. Per micro-batch and stage (the busiest stage: ⌈L/(p·v)⌉·v layers plus the output
+head), one GPU spends
+
+* **compute** F / (η·P) + Q / B: F the hardware FLOPs of its share (forward 2·N per token
+  plus attention; backward twice the forward; recomputation re-runs the forward of the
+  recomputed part, so HFU ≥ MFU), η the achieved fraction of the dense peak P in the
+  kernels (``efficiency``), Q the activation traffic of the kernels that are not matrix
+  multiplies (each activation written, read back and its gradient written: 3× the
+  no-recompute activations) at the HBM bandwidth B;
+* **TP**: per layer 8 collectives of the activation tensor S = b·s·h·bytes/cp, each
+  (t−1)/t·S/β over NVLink (2 all-reduces forward + 2 backward, or with sequence
+  parallelism 4 all-gathers and 4 reduce-scatters: the same volume, Korthikanti et al.
+  2022 §4.2.2), 4 more with full recomputation; exposed unless ``tp_overlap``;
+* **EP**: per MoE layer 4 all-to-alls (dispatch and combine, forward and backward) of
+  the b·s·k·h·bytes routed activations (Lepikhin et al. 2021, GShard; Fedus et al. 2022);
+* **CP**: per layer an all-gather of K and V forward and an all-gather plus a
+  reduce-scatter of their gradients backward (Llama 3 §3.3.2; Liu et al. 2023, ring
+  attention), hidden behind the layer's attention compute where it is shorter;
+* **PP**: a point-to-point send of the activations forward and of their gradients
+  backward per model chunk (S/t per GPU: Narayanan et al. 2021's scatter/gather).
+
+With 1F1B (PipeDream-Flush; Narayanan et al. 2021) the pipeline takes (m + (p−1)/v)
+micro-batch slots: the **bubble** adds (p−1)/v slots, a fraction (p−1)/(v·m) of the ideal
+time. **DP**: the gradients of the stage are all-reduced (hierarchically: reduce-scatter in
+the node, all-reduce across nodes, all-gather in the node) after the last micro-batch,
+overlapped with its backward pass (``overlap`` is the usable fraction of that window).
+ZeRO-1 reduce-scatters the gradients and all-gathers the updated weights (the same volume;
+the all-gather hides behind the next forward); ZeRO-2 reduce-scatters after every
+micro-batch; ZeRO-3 also all-gathers the weights before every micro-batch's forward and
+backward (1.5× the DDP volume per micro-batch, ZeRO §7). The optimizer update streams the
+GPU's shard of the model states through HBM once.
+
+MFU = 3·(2·N + F_att)·tokens / (step · GPUs · P) counts every query–key pair of the
+sequence (PaLM App. B; Korthikanti Eq. 4); HFU adds what recomputation re-runs.
+
+Assumptions: non-blocking fat-tree fabric and NVSwitch; α = 0 inside the node (MB-sized
+messages make it negligible); identical stages except for layer rounding and the head;
+no stragglers, failures, data-loading or checkpoint stalls (notebook 06 part 2).
+
+Worked number (tested): GPT-3 175B, 64 A100s (t = 8, p = 8), batch 64 × 2,048 tokens,
+eager attention with selective recomputation and SP, η = 0.70: step 13.8 s, MFU 51.3 %
+(Korthikanti et al. 2022: 13.75 s, 51.4 %).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .collectives import all_gather_time, all_to_all_time, hierarchical_allreduce_time, p2p_time, \
+    reduce_scatter_time
+from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, \
+    check_positive
+from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_param, memory_core, ops,
+                     raise_or_mask, record, recompute_code, structure_violations)
+from .optimizers import _optimizer
+from .registry import cluster as _cluster, hardware as _hardware, model as _model
+from .systems import Cluster
+from .tables import table
+from .units import bytes_per, fmt
+from .workloads import Transformer
+
+#: Achieved fraction η of the dense peak in the compute kernels of a large Transformer layer.
+#: 0.70 reproduces NVIDIA's Megatron-LM on A100 with everything else this model counts
+#: (Korthikanti et al. 2022, GPT-3 175B on 64 GPUs: MFU 51.3 % predicted vs 51.4 % measured;
+#: Narayanan et al. 2021, Table 1: all ten rows within +15 %). A tuned bf16 GEMM alone
+#: reaches 0.8–0.9 of peak; H100 runs sustain less of their higher peak (Llama 3 405B
+#: implies ≈ 0.6), see ``validation/training.py``.
+DEFAULT_EFFICIENCY = 0.70
+
+
+def _gcd(a, b):
+    if type(a) is int and type(b) is int:
+        return math.gcd(a, b)
+    return np.gcd(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
+
+
+def _int(x):
+    """A whole-number float as int (scalars), so the collectives take their fast path."""
+    return int(x) if type(x) is float and x.is_integer() else x
+
+
+def _hier(bytes_, group, inner, g, up_Bps, out_Bps, out_lat):
+    """Hierarchical all-reduce of ``bytes_`` over ``group`` ranks placed ``inner`` apart."""
+    xp = ops(group, inner)
+    per_node = xp.maximum(1, g // inner) if xp is _SCALAR else np.maximum(1, g // inner)
+    rpn = _gcd(group, per_node)
+    nodes = group // rpn
+    return hierarchical_allreduce_time(bytes_, _int(rpn), _int(nodes), up_Bps, out_Bps, 0.0, out_lat)
+
+
+def _shape(m: Transformer) -> tuple[float, float, float, float]:
+    """Per layer: attention and MLP weights multiplied per token (dense, MoE active), and the
+    attention FLOPs per query–key pair; cached on the record."""
+    cached = m.__dict__.get("_parallel_shape")
+    if cached is None:
+        L = m.layers
+        mlp_dense = m.dense_mlp_params
+        mlp_moe = (m.experts_per_token + m.shared_experts) * m.expert_params + m.router_params
+        attn = (m.matmul_params_per_token - (L - m.moe_layers) * mlp_dense - m.moe_layers * mlp_moe
+                - m.vocab * m.d_model) / L
+        cached = m.__dict__["_parallel_shape"] = (attn, mlp_dense, mlp_moe, m.attention_flops_per_pair() / L)
+    return cached
+
+
+def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, pp, dp, cp, ep, b, M, v,
+              zero, rc, sp, eager: bool, eta, overlap, tp_overlap, causal: bool = True) -> dict:
+    """Step time and its parts for broadcastable configurations (see the module docstring)."""
+    xp = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, eta, overlap, tp_overlap)
+    hw = c.accelerator
+    g, n_gpu = c.accelerators_per_node, c.accelerators
+    peak, hbm = hw.peak(precision), hw.memory_bw_Bps
+    up = c.scaleup_Bps if g > 1 else hw.memory_bw_Bps  # one GPU per node never uses it
+    out, lat = c.scaleout_Bps_per_accelerator, c.fabric.latency_s
+    ab = bytes_per(precision)
+    mem = memory_core(m, per_param, zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M, ab, eager)
+    full = rc == 2
+    # FLOPs of one micro-batch on one GPU of the busiest (last) stage
+    L, d, V = m.layers, m.d_model, m.vocab
+    attn_mm, mlp_dense, mlp_moe, pair_per_key = _shape(m)
+    Ls = mem["stage_layers"]
+    n_moe = xp.minimum(Ls, m.moe_layers)
+    stage_mm = (Ls - n_moe) * (attn_mm + mlp_dense) + n_moe * (attn_mm + mlp_moe)
+    # hardware attention FLOPs per token and layer: eager kernels compute the whole masked
+    # score matrix; causal FlashAttention skips the tiles above the diagonal (half of them)
+    pair = pair_per_key * s * (0.5 if causal and not eager else 1.0)
+    att_mult = (3 + (rc >= 1)) if eager else (3.5 + full)  # FlashAttention's backward: 2.5× forward
+    tokens = b * s / cp
+    flops = tokens * (2 * stage_mm * (3 + full) + 6 * V * d + Ls * pair * att_mult) / tp
+    rate = eta * peak
+    # memory-bound kernels: each activation written, read back and its gradient written; an
+    # eager attention also streams its b·a·s² score tensors through HBM (fp16): 13 bytes per
+    # score forward (QKᵀ out, softmax in/out, dropout in/out/mask, PV in), 21 backward, and
+    # the forward again when recomputed
+    scores = (ab / 2 * m.heads * s * (34 + 13 * (rc >= 1)) / tp) if eager else 0.0
+    traffic = Ls * (mem["layer_linear_B"] * (3 + full) + tokens * scores)
+    compute = flops / rate + traffic / hbm
+    # tensor, expert, context and pipeline communication of one micro-batch
+    S = tokens * d * ab
+    tp_mb = Ls * (8 + 4 * full) * reduce_scatter_time(S, _int(tp), up) * (1 - tp_overlap)
+    ep_mb = 0.0
+    if m.is_moe:
+        inner = tp * cp
+        ep_in = xp.minimum(ep, xp.maximum(1, g // inner))
+        s_ep = tokens * m.experts_per_token * d * ab / xp.where(sp, tp, 1)
+        inside = all_to_all_time(s_ep, _int(ep), up)
+        across = all_to_all_time(s_ep * (ep - ep_in) / xp.maximum(ep - 1, 1), _int(ep), out, lat)
+        ep_mb = n_moe * (4 + 2 * full) * xp.where(ep_in >= ep, inside, across)
+    cp_mb = 0.0
+    if (cp > 1) if type(cp) is int else np.any(np.asarray(cp) > 1):
+        kv_per_rank = m.kv_elements_per_token / L / (tp if m.is_mla else xp.minimum(tp, m.kv_heads))
+        s_kv = b * s * kv_per_rank * ab
+        bw = xp.where(tp * cp <= g, up, out)
+        gather = all_gather_time(s_kv, _int(cp), bw, xp.where(tp * cp <= g, 0.0, lat))
+        attn_time = tokens * pair * att_mult / tp / rate
+        cp_mb = Ls * xp.maximum(0.0, (3 + full) * gather - attn_time)
+    stride = tp * cp * dp
+    same_node = stride < g
+    pp_mb = (pp > 1) * 2 * v * p2p_time(S / tp, xp.where(same_node, up, out), xp.where(same_node, 0.0, lat))
+    # data-parallel gradient reduction (and ZeRO-3 weight gathers)
+    grad_B = per_param[1]
+    ar = _hier(mem["psi_dense"] * grad_B, dp * cp, tp, g, up, out, lat)
+    if m.is_moe:
+        ar = ar + _hier(mem["psi_experts"] * grad_B, dp * cp // ep, tp * cp * ep, g, up, out, lat)
+    rs = ag = ar / 2
+    w_bwd = compute * (2 + full) / (3 + full) * overlap
+    w_fwd = compute / (3 + full) * overlap
+
+    mx = xp.maximum
+    rs_b, ag_f = mx(0.0, rs - w_bwd), mx(0.0, ag - w_fwd)   # what the windows leave exposed
+    slot_dp = (zero == 2) * rs_b + (zero == 3) * (ag_f + mx(0.0, ag + rs - w_bwd))
+    tail_dp = (zero == 0) * mx(0.0, ar - w_bwd) + (zero == 1) * (rs_b + ag_f) + (zero == 2) * ag_f
+    update = mem["grads_B"] + 2 * (mem["master_B"] + mem["optimizer_B"]) + mem["weights_B"]
+    optimizer = update / hbm
+    slot = compute + tp_mb + ep_mb + cp_mb + pp_mb + slot_dp
+    bubble = (pp - 1) / v * slot
+    step = M * slot + bubble + tail_dp + optimizer
+    # utilisation
+    tokens_step = gb * s
+    model_flops = tokens_step * 3 * (2 * m.matmul_params_per_token + pair_per_key * L * s)
+    layers_mm = m.matmul_params_per_token - V * d
+    hw_flops = tokens_step * (2 * layers_mm * (3 + full) + 6 * V * d
+                              + pair * L * att_mult)
+    denominator = step * n_gpu * peak
+    return dict(step_s=step, compute_s=M * compute, tp_comm_s=M * tp_mb, ep_comm_s=M * ep_mb,
+                cp_comm_s=M * cp_mb, pp_comm_s=M * pp_mb, dp_comm_s=M * slot_dp + tail_dp, bubble_s=bubble,
+                optimizer_s=optimizer, bubble_fraction=(pp - 1) / (v * M), model_flops=model_flops,
+                hardware_flops=hw_flops, mfu=model_flops / denominator, hfu=hw_flops / denominator,
+                tokens_per_s=tokens_step / step, memory_per_gpu_B=mem["total_B"], memory=mem)
+
+
+# --- inputs -----------------------------------------------------------------
+def _num(x):
+    return x if type(x) in (int, float, bool) else np.asarray(x)
+
+
+def _layout(c: Cluster, gb, tp, pp, dp, cp, micro_batch, microbatches, v):
+    """Resolve dp, micro_batch b and micro-batch count M; (mask, reason) pairs for bad layouts."""
+    n, g = c.accelerators, c.accelerators_per_node
+    if dp is None:
+        dp = n // (tp * pp * cp) if ops(tp, pp, cp) is _SCALAR else n // (np.asarray(tp) * pp * cp)
+        dp = xp_max1(dp)
+    bad = [(tp > g, f"tp exceeds the {g} GPUs of a node (tensor parallelism across nodes)"),
+           (g % tp != 0, f"tp must divide the {g} GPUs of a node"),
+           (tp * pp * dp * cp != n, f"tp × pp × dp × cp must equal the {n:,} GPUs of the cluster")]
+    if microbatches is not None:
+        M = microbatches
+        b = gb // (dp * M) if ops(gb, dp, M) is _SCALAR else gb // (np.asarray(dp) * M)
+        b = xp_max1(b)
+    else:
+        b = 1 if micro_batch is None else micro_batch
+        M = gb // (dp * b) if ops(gb, dp, b) is _SCALAR else gb // (np.asarray(dp) * b)
+        M = xp_max1(M)
+    bad.append((dp * b * M != gb, "dp × micro_batch × microbatches must equal global_batch "
+                                  "(micro-batches that do not divide the batch)"))
+    bad.append(((v > 1) & (M % pp != 0), "the interleaved schedule needs microbatches divisible by pp"))
+    return dp, b, M, bad
+
+
+def xp_max1(x):
+    return max(x, 1) if type(x) is int else np.maximum(x, 1)
+
+
+@dataclass(frozen=True)
+class TrainStep:
+    """Result of :func:`train_step`. Times in seconds per step; scalar or array fields.
+
+    ``comm_s`` is the communication left exposed on the critical path (TP + EP + CP + PP
+    + DP), ``bubble_s`` the pipeline's fill and drain; the parts add up to ``step_s``.
+    """
+
+    model: str
+    cluster: str
+    accelerators: int
+    precision: str
+    efficiency: object
+    recompute: object
+    attention: str
+    zero_stage: object
+    tp: object
+    pp: object
+    dp: object
+    cp: object
+    ep: object
+    micro_batch: object
+    microbatches: object
+    interleave: object
+    global_batch: object
+    seq_len: object
+    step_s: object
+    compute_s: object
+    tp_comm_s: object
+    ep_comm_s: object
+    cp_comm_s: object
+    pp_comm_s: object
+    dp_comm_s: object
+    bubble_s: object
+    optimizer_s: object
+    bubble_fraction: object
+    model_flops: object
+    hardware_flops: object
+    mfu: object
+    hfu: object
+    tokens_per_s: object
+    memory_per_gpu_B: object
+    memory: TrainingMemory
+    feasible: object
+    reason: str = ""
+
+    @property
+    def comm_s(self):
+        return self.tp_comm_s + self.ep_comm_s + self.cp_comm_s + self.pp_comm_s + self.dp_comm_s
+
+    @property
+    def achieved_flops_per_gpu(self):
+        """Model FLOP/s per GPU (the "TFLOP/s per GPU" that papers report use their own count)."""
+        return self.model_flops / (self.step_s * self.accelerators)
+
+    def parts(self) -> dict:
+        """The step time split into compute, exposed communication, bubble and optimizer (s)."""
+        return {"compute": self.compute_s, "TP comm": self.tp_comm_s, "EP comm": self.ep_comm_s,
+                "CP comm": self.cp_comm_s, "PP comm": self.pp_comm_s, "DP comm": self.dp_comm_s,
+                "bubble": self.bubble_s, "optimizer": self.optimizer_s}
+
+    def rows(self) -> list[tuple[str, str]]:
+        if np.ndim(self.step_s):
+            return [("shape", str(np.shape(self.step_s))), ("feasible", f"{np.mean(self.feasible):.0%}"),
+                    ("reason", self.reason or "-")]
+        layout = (f"tp {self.tp} × cp {self.cp} × pp {self.pp} × dp {self.dp}"
+                  + (f" (ep {self.ep})" if self.ep > 1 else "") + f" = {self.accelerators:,} GPUs")
+        rows = [("model", self.model), ("cluster", self.cluster), ("layout", layout),
+                ("batch", f"{self.global_batch} × {self.seq_len} tokens = {self.microbatches} micro-batches "
+                          f"of {self.micro_batch}, interleave {self.interleave}"),
+                ("settings", f"{self.precision}, ZeRO-{self.zero_stage}, {self.recompute} recompute, "
+                             f"{self.attention} attention, efficiency {self.efficiency:.2f}"),
+                ("step time", fmt(self.step_s, "s"))]
+        rows += [(f"  {k}", f"{fmt(v, 's')} ({v / self.step_s:.1%})") for k, v in self.parts().items() if v > 0]
+        rows += [("bubble fraction (p−1)/(v·m)", f"{self.bubble_fraction:.3g}"),
+                 ("tokens/s", fmt(self.tokens_per_s)), ("MFU", f"{self.mfu:.1%}"), ("HFU", f"{self.hfu:.1%}"),
+                 ("memory per GPU", f"{fmt(self.memory_per_gpu_B, 'B')} of {fmt(self.memory.capacity_B, 'B')}")]
+        return rows
+
+    def __str__(self) -> str:
+        rows = self.rows()
+        w = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+    def _repr_html_(self) -> str:
+        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
+        return f"<table>{cells}</table>"
+
+
+_TIMES = ("step_s", "compute_s", "tp_comm_s", "ep_comm_s", "cp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
+          "optimizer_s", "bubble_fraction", "mfu", "hfu", "tokens_per_s", "memory_per_gpu_B")
+
+
+def _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap):
+    m, c = _model(m), _cluster(c)
+    if not isinstance(m, Transformer):
+        raise MlsysimError(f"train_step models Transformers; {m.name} is a {type(m).__name__}")
+    if attention not in ATTENTION:
+        raise UnknownNameError("attention", attention, ATTENTION)
+    check_fraction("efficiency", efficiency)
+    for name, x in (("overlap", overlap), ("tp_overlap", tp_overlap)):
+        if not (0 <= x <= 1 if type(x) in (int, float) else np.all((np.asarray(x) >= 0) & (np.asarray(x) <= 1))):
+            raise MlsysimError(f"{name} must lie in [0, 1], got {x!r}")
+    c.accelerator.peak(precision)
+    opt = _optimizer_cached(optimizer) if isinstance(optimizer, str) else _optimizer(optimizer)
+    return m, c, opt, bytes_per_param(m, opt, precision)
+
+
+@functools.lru_cache(maxsize=64)
+def _optimizer_cached(name: str):
+    return _optimizer(name)
+
+
+def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=None, interleave=1,
+               precision: str = "bf16", efficiency=DEFAULT_EFFICIENCY, *, micro_batch=None, cp=1, ep=1,
+               zero_stage=1, optimizer: str = "adam", recompute="selective", sequence_parallel=True,
+               attention: str = "flash", causal: bool = True, overlap=1.0, tp_overlap=0.0) -> TrainStep:
+    """Time of one training step of ``m`` on cluster ``c`` (see the module docstring).
+
+    Parameters
+    ----------
+    global_batch : sequences per step; seq_len : tokens per sequence.
+    tp, pp, dp, cp, ep : parallel degrees; ``dp=None`` takes the GPUs left over.
+    microbatches or micro_batch : micro-batches per step and replica (m), or sequences per
+        micro-batch (b); b = 1 when neither is given. global_batch = dp · b · m.
+    interleave : model chunks per GPU (v) of the interleaved 1F1B schedule.
+    precision : the format of weights, activations and the peak used.
+    efficiency : achieved fraction η of the dense peak in the compute kernels
+        (default :data:`DEFAULT_EFFICIENCY`).
+    zero_stage, optimizer, recompute, sequence_parallel, attention : as in
+        :func:`~mlsysim.memory.training_memory`.
+    overlap : usable fraction of the backward (forward) pass that hides the data-parallel
+        gradient reduce-scatter/all-reduce (weight all-gather); 0 means fully exposed.
+    tp_overlap : fraction of the TP collectives hidden behind GEMMs (0 in Megatron-LM 2022;
+        Transformer Engine's comm–GEMM overlap hides most of it).
+    causal : a causal FlashAttention kernel skips the masked half of the scores (the MFU
+        convention still counts every pair).
+
+    Every numeric argument may be an array. A scalar configuration that breaks a rule (TP
+    across nodes, TP not dividing the heads, PP deeper than the layers, micro-batches that do
+    not divide the batch, degrees whose product is not the GPU count) or does not fit in
+    memory raises a :class:`~mlsysim.errors.MlsysimError`; arrays give NaN and ``feasible``.
+
+    >>> import mlsysim as ms
+    >>> c = ms.cluster("dgx-a100", nodes=8)
+    >>> r = ms.train_step("gpt-3", c, global_batch=64, seq_len=2048, tp=8, pp=8, attention="eager")
+    >>> round(r.step_s, 1), round(r.mfu, 3)   # Korthikanti et al. 2022: 13.75 s, 51.4 %
+    (13.8, 0.513)
+    """
+    m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap)
+    check_positive("global_batch", global_batch)
+    check_positive("seq_len", seq_len)
+    for name, val in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("interleave", interleave)):
+        check_integer(name, val)
+    for name, val in (("dp", dp), ("micro_batch", micro_batch), ("microbatches", microbatches)):
+        if val is not None:
+            check_integer(name, val)
+    if microbatches is not None and micro_batch is not None:
+        raise MlsysimError("give microbatches or micro_batch, not both")
+    rc = recompute_code(recompute)
+    if not (zero_stage in (0, 1, 2, 3) if type(zero_stage) is int else np.all(np.isin(zero_stage, (0, 1, 2, 3)))):
+        raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
+    gb, s, tp, pp, cp, ep, v, zero = [_num(x) for x in (global_batch, seq_len, tp, pp, cp, ep, interleave,
+                                                         zero_stage)]
+    dp, b, M, bad_layout = _layout(c, gb, tp, pp, _num_or_none(dp), cp, _num_or_none(micro_batch),
+                                   _num_or_none(microbatches), v)
+    sp, eta, ov, tov = [_num(x) for x in (sequence_parallel, efficiency, overlap, tp_overlap)]
+    scalar = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, eta, ov, tov) is _SCALAR
+    bad, reason = raise_or_mask(bad_layout[:2] + structure_violations(m, tp, pp, cp, ep, dp, v, s)
+                                + bad_layout[2:], scalar,
+                                lambda: f"tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, micro_batch {b}, "
+                                        f"microbatches {M}, interleave {v}")
+    if not scalar:  # keep the arithmetic valid where the layout is impossible; masked below
+        dp, b, M = (np.where(bad, 1, x) for x in np.broadcast_arrays(dp, b, M))
+        tp = np.where(bad, 1, tp)
+    r = step_core(m, c, per_param, precision, gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp,
+                  attention == "eager", eta, ov, tov, causal)
+    mem = r.pop("memory")
+    fits = mem["total_B"] <= c.accelerator.memory_B
+    if scalar:
+        if not fits:
+            raise InfeasibleError(
+                f"{m.name} needs {fmt(mem['total_B'], 'B', 4)} per GPU ({fmt(mem['activations_B'], 'B')} of "
+                f"activations, {fmt(mem['weights_B'] + mem['grads_B'] + mem['master_B'] + mem['optimizer_B'], 'B')}"
+                f" of model states) but {c.accelerator.name} has {fmt(c.accelerator.memory_B, 'B', 4)}: "
+                f"raise tp, pp or the ZeRO stage, recompute more, or shrink the micro-batch")
+        feasible = True
+    else:
+        feasible = ~np.asarray(bad) & fits
+        if not np.all(fits | np.asarray(bad)):
+            n = int(np.count_nonzero(~fits & ~np.asarray(bad)))
+            reason = "; ".join(filter(None, [reason, f"does not fit in {fmt(c.accelerator.memory_B, 'B')} ({n})"]))
+        shape = np.broadcast_shapes(*(np.shape(v_) for v_ in r.values() if not isinstance(v_, dict)))
+        feasible = np.broadcast_to(feasible, shape)
+        r = {k: (np.where(feasible, np.broadcast_to(val, shape), np.nan) if k in _TIMES else val)
+             for k, val in r.items()}
+    memory = record(
+        TrainingMemory, model=m.name, optimizer=opt.name, precision=precision, recompute=_names(rc), attention=attention,
+        zero_stage=zero, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=b, seq_len=s, interleave=v,
+        weights_B=mem["weights_B"], grads_B=mem["grads_B"], master_B=mem["master_B"],
+        optimizer_B=mem["optimizer_B"], activations_B=mem["activations_B"], buffers_B=mem["buffers_B"],
+        total_B=mem["total_B"], params_per_gpu=mem["params_per_gpu"], layer_activation_B=mem["layer_activation_B"],
+        layers_in_flight=mem["layers_in_flight"], capacity_B=c.accelerator.memory_B, feasible=feasible, reason="")
+    return record(TrainStep, model=m.name, cluster=c.name, accelerators=c.accelerators, precision=precision,
+                     efficiency=eta, recompute=_names(rc), attention=attention, zero_stage=zero, tp=tp, pp=pp,
+                     dp=dp, cp=cp, ep=ep, micro_batch=b, microbatches=M, interleave=v, global_batch=gb,
+                     seq_len=s, memory=memory, feasible=feasible, reason=reason, **r)
+
+
+def _num_or_none(x):
+    return None if x is None else _num(x)
+
+
+def _names(rc):
+    return RECOMPUTE[rc] if type(rc) is int or np.ndim(rc) == 0 else tuple(RECOMPUTE[i] for i in np.ravel(rc))
+
+
+# --- the search --------------------------------------------------------------
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, int(n) + 1) if n % k == 0]
+
+
+@dataclass(frozen=True)
+class ParallelSearch:
+    """Result of :func:`best_parallelism`: the fastest feasible layout, a ranked table of the
+    ``top`` fastest, and how many candidates each rule excluded."""
+
+    best: TrainStep
+    ranking: object        # a Table
+    evaluated: int
+    feasible: int
+    excluded: dict
+
+    def rows(self) -> list[tuple[str, str]]:
+        b = self.best
+        return [("candidates", f"{self.evaluated:,} ({self.feasible:,} feasible)"),
+                ("best layout", f"tp {b.tp}, cp {b.cp}, pp {b.pp}, dp {b.dp}, ep {b.ep}, micro-batch {b.micro_batch}, "
+                                f"interleave {b.interleave}, ZeRO-{b.zero_stage}, {b.recompute} recompute"),
+                ("step time", fmt(b.step_s, "s")), ("MFU", f"{b.mfu:.1%}"),
+                ("memory per GPU", fmt(b.memory_per_gpu_B, "B"))] + \
+            [(f"excluded: {k}", f"{v:,}") for k, v in self.excluded.items()]
+
+    def __str__(self) -> str:
+        rows = self.rows()
+        w = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows) + "\n\n" + str(self.ranking)
+
+    def _repr_html_(self) -> str:
+        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
+        return f"<table>{cells}</table>" + self.ranking._repr_html_()
+
+
+def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None, cp=(1,), ep=None,
+                     micro_batch=None, interleave=(1, 2, 4), zero_stage=(0, 1, 2, 3), recompute=None,
+                     precision: str = "bf16", efficiency=DEFAULT_EFFICIENCY, optimizer: str = "adam",
+                     sequence_parallel: bool = True, attention: str = "flash", causal: bool = True,
+                     overlap=1.0, tp_overlap=0.0, top: int = 10) -> ParallelSearch:
+    """Evaluate every valid (tp, cp, pp, dp, ep, micro-batch, interleave, ZeRO stage,
+    recomputation) layout of ``m`` on ``c`` at once and rank the feasible ones by step time.
+
+    Candidates default to: tp the divisors of the GPUs per node, pp the divisors of the GPU
+    count, dp the GPUs left over, micro-batches the divisors of ``global_batch``, ep 1 (the
+    divisors of the expert count for a MoE), recomputation none and full (and selective for
+    eager attention; with FlashAttention it equals none). Each may be given as a sequence. The
+    whole grid is one broadcast evaluation of the step model of :func:`train_step`.
+    Excluded candidates are counted under the first rule they break.
+
+    >>> import mlsysim as ms
+    >>> s = ms.best_parallelism("llama-3-70b", ms.cluster("dgx-h100", nodes=128), 1024, 4096)
+    >>> s.evaluated, s.feasible, s.best.tp * s.best.pp * s.best.dp   # 4 tp × 11 pp × 11 b × 3 v × 4 × 2
+    (11616, 1112, 1024)
+    """
+    m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap)
+    check_integer("global_batch", global_batch)
+    check_integer("seq_len", seq_len)
+    n, g = c.accelerators, c.accelerators_per_node
+    if recompute is None:
+        recompute = RECOMPUTE if attention == "eager" else ("none", "full")
+    pick = lambda given, default: default if given is None else given  # noqa: E731
+    cands = dict(tp=pick(tp, _divisors(g)), pp=pick(pp, _divisors(n)), cp=cp,
+                 ep=pick(ep, _divisors(m.experts) if m.is_moe else (1,)),
+                 b=pick(micro_batch, _divisors(global_batch)), v=interleave, zero=zero_stage,
+                 rc=[recompute_code(r) for r in ([recompute] if isinstance(recompute, str) else recompute)])
+    for k, vals in cands.items():
+        if len(vals) == 0:
+            raise MlsysimError(f"no candidates given for {k}")
+        if k not in ("zero", "rc"):
+            check_integer(k, np.asarray(vals))
+    grids = np.meshgrid(*(np.asarray(v, dtype=np.int64) for v in cands.values()), indexing="ij")
+    tp_, pp_, cp_, ep_, b_, v_, z_, rc_ = (a.ravel() for a in grids)
+    total = tp_.size
+    dp_ = n // (tp_ * pp_ * cp_)
+    M_ = global_batch // np.maximum(dp_ * b_, 1)
+    rules = [(tp_ * pp_ * cp_ * dp_ != n, "tp × pp × cp does not divide the GPU count"),
+             (tp_ > g, "tensor parallelism across nodes"), (g % tp_ != 0, "tp does not divide the GPUs per node"),
+             (dp_ * b_ * M_ != global_batch, "dp × micro-batch does not divide the global batch")]
+    rules += structure_violations(m, tp_, pp_, cp_, ep_, dp_, v_, seq_len)
+    rules += [((v_ > 1) & (M_ % pp_ != 0), "interleaving needs micro-batches divisible by pp"),
+              ((v_ > 1) & (M_ < pp_), "interleaving needs at least pp micro-batches")]
+    excluded, bad = {}, np.zeros(total, dtype=bool)
+    for mask, reason in rules:
+        new = np.asarray(mask) & ~bad
+        if new.any():
+            excluded[reason] = excluded.get(reason, 0) + int(new.sum())
+            bad |= new
+    keep = np.flatnonzero(~bad)
+    if keep.size == 0:
+        raise InfeasibleError(f"no layout of {m.name} on {n:,} GPUs passes the rules: {excluded}")
+    sel = {k: a[keep] for k, a in dict(tp=tp_, pp=pp_, cp=cp_, ep=ep_, b=b_, v=v_, z=z_, rc=rc_, dp=dp_,
+                                        M=M_).items()}
+    r = step_core(m, c, per_param, precision, global_batch, seq_len, sel["tp"], sel["pp"], sel["dp"], sel["cp"],
+                  sel["ep"], sel["b"], sel["M"], sel["v"], sel["z"], sel["rc"], sequence_parallel,
+                  attention == "eager", efficiency, overlap, tp_overlap, causal)
+    mem = r["memory_per_gpu_B"]
+    fits = mem <= c.accelerator.memory_B
+    if (~fits).any():
+        excluded[f"does not fit in {fmt(c.accelerator.memory_B, 'B')}"] = int((~fits).sum())
+    if not fits.any():
+        raise InfeasibleError(f"no layout of {m.name} fits in the memory of {c.accelerator.name}: {excluded}")
+    ok = np.flatnonzero(fits)
+    order = ok[np.lexsort((mem[ok], r["step_s"][ok]))]
+    rows = []
+    for i in order[:top]:
+        rows.append({"tp": int(sel["tp"][i]), "cp": int(sel["cp"][i]), "pp": int(sel["pp"][i]),
+                     "dp": int(sel["dp"][i]), **({"ep": int(sel["ep"][i])} if m.is_moe else {}),
+                     "micro-batch": int(sel["b"][i]), "micro-batches": int(sel["M"][i]), "v": int(sel["v"][i]),
+                     "ZeRO": int(sel["z"][i]), "recompute": RECOMPUTE[int(sel["rc"][i])],
+                     "step": fmt(r["step_s"][i], "s"), "MFU": f"{r['mfu'][i]:.1%}",
+                     "bubble": f"{r['bubble_s'][i] / r['step_s'][i]:.0%}",
+                     "comm": f"{(r['step_s'][i] - r['compute_s'][i] - r['bubble_s'][i]) / r['step_s'][i]:.0%}",
+                     "memory": fmt(mem[i], "B")})
+    i = order[0]
+    best = train_step(m, c, global_batch, seq_len, tp=int(sel["tp"][i]), pp=int(sel["pp"][i]),
+                      dp=int(sel["dp"][i]), micro_batch=int(sel["b"][i]), interleave=int(sel["v"][i]),
+                      precision=precision, efficiency=efficiency, cp=int(sel["cp"][i]), ep=int(sel["ep"][i]),
+                      zero_stage=int(sel["z"][i]), optimizer=opt, recompute=RECOMPUTE[int(sel["rc"][i])],
+                      sequence_parallel=sequence_parallel, attention=attention, causal=causal, overlap=overlap,
+                      tp_overlap=tp_overlap)
+    title = f"{m.name} on {n:,} × {c.accelerator.name}, {global_batch} × {seq_len} tokens per step: fastest layouts"
+    return ParallelSearch(best=best, ranking=table(rows, title=title), evaluated=total, feasible=int(fits.sum()),
+                          excluded=excluded)
+
+
+# --- FLOP accounting ---------------------------------------------------------
+def training_flops(m, tokens, seq_len, recompute=None, attention: str = "flash", causal: bool = True,
+                   include_attention: bool = True):
+    """FLOPs to train on ``tokens`` tokens of sequences of ``seq_len``.
+
+    ``recompute=None`` gives the *model* FLOPs of MFU: 3 × (2·N_matmul + F_att·seq_len) per
+    token, every query–key pair counted (PaLM App. B: 6N + 12·L·H·Q·T). A strategy name
+    gives the *hardware* FLOPs of HFU: full recomputation re-runs the layers' forward;
+    eager attention re-runs the score computation under selective recomputation;
+    FlashAttention's backward re-computes the scores (2.5× its forward) and a causal
+    kernel skips half of the pairs.
+
+    >>> import mlsysim as ms
+    >>> round(training_flops("gpt-3", 300e9, 2048) / 1e23, 2)   # 6·N·T = 3.14e23 plus attention
+    3.23
+    """
+    m = _model(m)
+    check_positive("tokens", tokens)
+    check_positive("seq_len", seq_len)
+    pairs = m.attention_flops_per_pair() * seq_len if include_attention else 0.0
+    if recompute is None:
+        return tokens * 3 * (2 * m.matmul_params_per_token + pairs)
+    rc = recompute_code(recompute)
+    if attention not in ATTENTION:
+        raise UnknownNameError("attention", attention, ATTENTION)
+    eager = attention == "eager"
+    hw_pairs = pairs * (0.5 if causal and not eager else 1.0)
+    att = (3 + (rc >= 1)) if eager else (3.5 + (rc == 2))
+    head = m.vocab * m.d_model
+    return tokens * (2 * (m.matmul_params_per_token - head) * (3 + (rc == 2)) + 6 * head + hw_pairs * att)
+
+
+def mfu(m, hardware, accelerators, tokens_per_s, seq_len, precision: str = "bf16", recompute=None,
+        include_attention: bool = True, **kw):
+    """Model FLOPs utilisation of a run that trains ``tokens_per_s`` on ``accelerators`` devices
+    (HFU with a ``recompute`` strategy; see :func:`training_flops`).
+
+    >>> round(mfu("palm", "tpu-v4", 6144, 238.3e3, 2048), 3)   # PaLM Table 3: 46.2 %
+    0.462
+    """
+    check_integer("accelerators", accelerators)
+    flops = training_flops(m, tokens_per_s, seq_len, recompute, include_attention=include_attention, **kw)
+    return flops / (accelerators * _hardware(hardware).peak(precision))
+
+
+def time_to_train_s(flops, accelerators, flops_per_s_per_accelerator):
+    """Wall time to perform ``flops`` at a sustained rate per device: F / (n · X).
+
+    With F = 8·T·P (forward, backward and a recomputed forward) this is Narayanan et al.
+    2021's Eq. 4: GPT-3 (P = 175e9, T = 300e9) on 1,024 A100s at 140 TFLOP/s takes 34 days.
+
+    >>> round(time_to_train_s(8 * 300e9 * 175e9, 1024, 140e12) / 86400, 1)
+    33.9
+    """
+    check_positive("flops", flops)
+    check_integer("accelerators", accelerators)
+    check_positive("flops_per_s_per_accelerator", flops_per_s_per_accelerator)
+    return flops / (accelerators * flops_per_s_per_accelerator)
