@@ -221,3 +221,18 @@ def test_short_references_resolve_to_one_object(target, expected):
     objects = {"mlsysim.roofline.roofline": 1, "mlsysim.plots.roofline": 1, "mlsysim.tables.table": 1,
                "mlsysim.systems.Hardware": 1}
     assert course_site.resolve_short(target, objects) == expected
+
+
+def test_absolute_value_bars_are_escaped_but_literals_and_line_blocks_are_not():
+    lines = ["Largest |one-sided elasticity| first.", "Code ``a|b|c`` stays.", "| a line block |",
+             "A |link|_ stays."]
+    course_site.escape_bars(lines)
+    assert lines == ["Largest \\|one-sided elasticity\\| first.", "Code ``a|b|c`` stays.", "| a line block |",
+                     "A |link|_ stays."]
+
+
+def test_undocumented_names_become_text_but_typos_still_fail():
+    text = object()
+    assert course_site._existing_undocumented({"py:module": "mlsysim.units", "reftarget": "KB"}, text) is text
+    assert course_site._existing_undocumented({"py:module": "mlsysim.units", "reftarget": "KBB"}, text) is None
+    assert course_site._existing_undocumented({"py:module": "numpy", "reftarget": "pi"}, text) is None

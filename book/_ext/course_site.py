@@ -12,7 +12,11 @@
 4. Pages are executed with :func:`mlsysim.assign.notebook_client`, whose kernel client does not
    sleep through an execute reply when widgets are involved (jupyter/nbclient#312): with the
    stock client, about one build in two spent the whole cell timeout on one widget cell.
-5. ``.. mlsysim-other-modules::`` documents every module of the package that no page of
+5. Vertical bars in docstrings mean absolute values (``|elasticity|``), never reST substitutions:
+   they are escaped. A reference to a module-level name that exists but has no docstring of its
+   own (``:data:`SPECS```) stays plain text instead of failing the build; a name that does not
+   exist still fails it.
+6. ``.. mlsysim-other-modules::`` documents every module of the package that no page of
    book/api names in an ``automodule`` line, in the order of the imports in
    mlsysim/__init__.py: a new solver module appears in the API reference without any edit.
 """
@@ -95,6 +99,22 @@ def resolve_short(target: str, objects) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
+_BARS = re.compile(r"(?<![\\`|\w])\|([^|`\n]+?)\|(?![`|_\w])")
+
+
+def escape_bars(lines: list[str]) -> None:
+    """Escape ``|x|`` (absolute values) outside inline literals; lines starting with ``|`` stay."""
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("|"):
+            continue
+        parts = re.split(r"(``.*?``)", line)
+        lines[i] = "".join(part if part.startswith("``") else _BARS.sub(r"\\|\1\\|", part) for part in parts)
+
+
+def _escape_bars(app, what, name, obj, options, lines):
+    escape_bars(lines)
+
+
 def _short_python_refs(app, env, node, contnode):
     if node.get("refdomain") != "py" or node.get("reftype") not in ("class", "func", "meth", "attr", "obj",
                                                                       "data", "exc"):
@@ -102,10 +122,22 @@ def _short_python_refs(app, env, node, contnode):
     domain = env.get_domain("py")
     full = resolve_short(node.get("reftarget", ""), domain.objects)
     if full is None:
-        return None
+        return _existing_undocumented(node, contnode)
     from sphinx.util.nodes import make_refnode
     obj = domain.objects[full]
     return make_refnode(app.builder, node["refdoc"], obj.docname, obj.node_id, contnode, full)
+
+
+def _existing_undocumented(node, contnode):
+    """Plain text for a name that its module defines but the API pages do not document."""
+    module, target = node.get("py:module") or "", node.get("reftarget", "").lstrip("~.")
+    if not module.startswith("mlsysim") or not re.fullmatch(r"[A-Za-z_]\w*", target):
+        return None
+    import importlib
+    try:
+        return contnode if hasattr(importlib.import_module(module), target) else None
+    except ImportError:
+        return None
 
 
 def package_modules(package_dir: Path) -> list[str]:
@@ -150,6 +182,7 @@ def setup(app):
         executors.executenb = _execute
     app.add_directive("mlsysim-other-modules", OtherModules)
     app.connect("html-page-context", _dedupe_scripts, priority=300)  # emit_firstresult: run early
+    app.connect("autodoc-process-docstring", _escape_bars, priority=90)
     app.connect("autodoc-process-docstring", _plain_descriptions, priority=100)
     app.connect("autodoc-process-docstring", _restore_property_docstrings, priority=900)
     app.connect("missing-reference", _short_python_refs)
