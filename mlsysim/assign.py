@@ -312,8 +312,8 @@ def notebook_client(nb, cwd, timeout: int = 120, **options):
             km.client_factory = SlicedKernelClient
             return km
 
-    return Client(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}},
-                  **options)
+    options.setdefault("kernel_name", "python3")
+    return Client(nb, timeout=timeout, resources={"metadata": {"path": str(cwd)}}, **options)
 
 
 def execute(nb: dict, cwd, timeout: int = 120) -> dict:

@@ -182,3 +182,57 @@ def test_book_pages_keep_code_lines_short():
                 inside = False
             elif inside:
                 assert len(line) <= 90, f"{page.name}:{n} is {len(line)} characters (limit 90)"
+
+
+def test_build_executes_pages_with_the_sliced_kernel_client(monkeypatch, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    executors = pytest.importorskip("jupyter_cache.executors.utils")
+    monkeypatch.setattr(executors, "executenb", executors.executenb)  # restored after the test
+
+    class App:
+        def connect(self, *a, **k):
+            pass
+
+        def add_directive(self, *a, **k):
+            pass
+
+    import mlsysim.assign
+    made = []
+    real = mlsysim.assign.notebook_client
+    monkeypatch.setattr(mlsysim.assign, "notebook_client", lambda *a, **k: made.append(a) or real(*a, **k))
+    course_site.setup(App())
+    assert executors.executenb is course_site._execute
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    result = executors.single_nb_execution(nb, cwd=str(tmp_path), timeout=60, allow_errors=False)
+    assert result.err is None and nb.cells[0].outputs[0]["text"] == "42\n"
+    assert len(made) == 1
+
+
+@pytest.mark.parametrize("target, expected", [
+    ("ms.roofline", "mlsysim.roofline.roofline"),          # the function, not ms.plots.roofline
+    ("mlsysim.table", "mlsysim.tables.table"),
+    ("Hardware", "mlsysim.systems.Hardware"),
+    ("~mlsysim.roofline.Roofline", None),                   # full names are Sphinx's own business
+    ("roofline", None),                                     # ambiguous: function and plot
+    ("nothing_like_this", None),
+])
+def test_short_references_resolve_to_one_object(target, expected):
+    objects = {"mlsysim.roofline.roofline": 1, "mlsysim.plots.roofline": 1, "mlsysim.tables.table": 1,
+               "mlsysim.systems.Hardware": 1}
+    assert course_site.resolve_short(target, objects) == expected
+
+
+def test_absolute_value_bars_are_escaped_but_literals_and_line_blocks_are_not():
+    lines = ["Largest |one-sided elasticity| first.", "Code ``a|b|c`` stays.", "| a line block |",
+             "A |link|_ stays."]
+    course_site.escape_bars(lines)
+    assert lines == ["Largest \\|one-sided elasticity\\| first.", "Code ``a|b|c`` stays.", "| a line block |",
+                     "A |link|_ stays."]
+
+
+def test_undocumented_names_become_text_but_typos_still_fail():
+    text = object()
+    assert course_site._existing_undocumented({"py:module": "mlsysim.units", "reftarget": "KB"}, text) is text
+    assert course_site._existing_undocumented({"py:module": "mlsysim.units", "reftarget": "KBB"}, text) is None
+    assert course_site._existing_undocumented({"py:module": "numpy", "reftarget": "pi"}, text) is None

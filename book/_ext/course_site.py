@@ -6,9 +6,17 @@
    with ``Summary: details``. Napoleon would read the text after ``name :`` as a type (rewritten
    into a plain description before napoleon runs) and the text before the first colon of a
    property's docstring as its type (the docstring is restored after napoleon ran).
-3. A short cross-reference such as ``:class:`Hardware``` resolves to the one ``mlsysim`` object
-   of that name, so a docstring need not spell out the module it comes from.
-4. ``.. mlsysim-other-modules::`` documents every module of the package that no page of
+3. A short cross-reference such as ``:class:`Hardware``` or ``{py:func}`ms.roofline``` resolves
+   to the one ``mlsysim`` object of that name, so docstrings and notebooks need not spell out
+   the module it comes from.
+4. Pages are executed with :func:`mlsysim.assign.notebook_client`, whose kernel client does not
+   sleep through an execute reply when widgets are involved (jupyter/nbclient#312): with the
+   stock client, about one build in two spent the whole cell timeout on one widget cell.
+5. Vertical bars in docstrings mean absolute values (``|elasticity|``), never reST substitutions:
+   they are escaped. A reference to a module-level name that exists but has no docstring of its
+   own (``:data:`SPECS```) stays plain text instead of failing the build; a name that does not
+   exist still fails it.
+6. ``.. mlsysim-other-modules::`` documents every module of the package that no page of
    book/api names in an ``automodule`` line, in the order of the imports in
    mlsysim/__init__.py: a new solver module appears in the API reference without any edit.
 """
@@ -70,22 +78,66 @@ def _plain_descriptions(app, what, name, obj, options, lines):
     lines[:] = out
 
 
+def resolve_short(target: str, objects) -> str | None:
+    """The documented full name for a short mlsysim reference, or None.
+
+    ``ms.X`` / ``mlsysim.X`` name what the package exports at its top level (``ms.roofline`` is
+    the function, not the plot of the same name); a bare ``X`` must name one object only.
+    """
+    target = target.lstrip("~.")
+    parts = target.split(".")
+    if len(parts) == 2 and parts[0] in ("ms", "mlsysim"):
+        import mlsysim
+        obj = getattr(mlsysim, parts[1], None)
+        full = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
+        if full in objects:
+            return full
+        target = parts[1]
+    if not re.fullmatch(r"[A-Za-z_]\w*", target):
+        return None
+    hits = [full for full in objects if full.startswith("mlsysim.") and full.rsplit(".", 1)[-1] == target]
+    return hits[0] if len(hits) == 1 else None
+
+
+_BARS = re.compile(r"(?<![\\`|\w])\|([^|`\n]+?)\|(?![`|_\w])")
+
+
+def escape_bars(lines: list[str]) -> None:
+    """Escape ``|x|`` (absolute values) outside inline literals; lines starting with ``|`` stay."""
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("|"):
+            continue
+        parts = re.split(r"(``.*?``)", line)
+        lines[i] = "".join(part if part.startswith("``") else _BARS.sub(r"\\|\1\\|", part) for part in parts)
+
+
+def _escape_bars(app, what, name, obj, options, lines):
+    escape_bars(lines)
+
+
 def _short_python_refs(app, env, node, contnode):
     if node.get("refdomain") != "py" or node.get("reftype") not in ("class", "func", "meth", "attr", "obj",
                                                                       "data", "exc"):
         return None
-    target = node.get("reftarget", "").lstrip("~.")
-    if target.startswith("mlsysim."):  # e.g. mlsysim.table, re-exported from mlsysim.tables
-        target = target.rsplit(".", 1)[-1]
-    if not re.fullmatch(r"[A-Za-z_]\w*", target):
-        return None
     domain = env.get_domain("py")
-    hits = [full for full in domain.objects if full.startswith("mlsysim.") and full.rsplit(".", 1)[-1] == target]
-    if len(hits) != 1:
-        return None
+    full = resolve_short(node.get("reftarget", ""), domain.objects)
+    if full is None:
+        return _existing_undocumented(node, contnode)
     from sphinx.util.nodes import make_refnode
-    obj = domain.objects[hits[0]]
-    return make_refnode(app.builder, node["refdoc"], obj.docname, obj.node_id, contnode, hits[0])
+    obj = domain.objects[full]
+    return make_refnode(app.builder, node["refdoc"], obj.docname, obj.node_id, contnode, full)
+
+
+def _existing_undocumented(node, contnode):
+    """Plain text for a name that its module defines but the API pages do not document."""
+    module, target = node.get("py:module") or "", node.get("reftarget", "").lstrip("~.")
+    if not module.startswith("mlsysim") or not re.fullmatch(r"[A-Za-z_]\w*", target):
+        return None
+    import importlib
+    try:
+        return contnode if hasattr(importlib.import_module(module), target) else None
+    except ImportError:
+        return None
 
 
 def package_modules(package_dir: Path) -> list[str]:
@@ -117,9 +169,20 @@ class OtherModules(SphinxDirective):
         return node.children
 
 
+def _execute(nb, cwd=None, km=None, **options):
+    """Drop-in for ``nbclient.execute`` (as jupyter-cache calls it for MyST-NB)."""
+    from mlsysim.assign import notebook_client
+    options.setdefault("kernel_name", "")  # as nbclient: the notebook's own kernelspec
+    return notebook_client(nb, cwd or ".", km=km, **options).execute()
+
+
 def setup(app):
+    import jupyter_cache.executors.utils as executors
+    if getattr(executors, "executenb", None) is not None:
+        executors.executenb = _execute
     app.add_directive("mlsysim-other-modules", OtherModules)
     app.connect("html-page-context", _dedupe_scripts, priority=300)  # emit_firstresult: run early
+    app.connect("autodoc-process-docstring", _escape_bars, priority=90)
     app.connect("autodoc-process-docstring", _plain_descriptions, priority=100)
     app.connect("autodoc-process-docstring", _restore_property_docstrings, priority=900)
     app.connect("missing-reference", _short_python_refs)
