@@ -71,11 +71,9 @@ def export(path: Path) -> str:
 
 
 def execute(path: Path, timeout: int = 600) -> None:
-    from nbclient import NotebookClient
+    from mlsysim.assign import notebook_client  # nbclient with a fix for a stall on widget cells
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
-                            resources={"metadata": {"path": str(path.parent)}})
-    client.execute()
+    notebook_client(nb, path.parent, timeout=timeout, store_widget_state=True).execute()
     nb.metadata.pop("widgets", None) if not _has_widgets(nb) else None
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"c{i:03d}"
