@@ -243,6 +243,8 @@ def structure_violations(m: Transformer, tp, pp, cp, ep, dp, v, s) -> list[tuple
     out.append((pp * v > m.layers, f"pp × interleave exceeds the {m.layers} layers"))
     out.append(((v > 1) & (pp == 1), "interleaving needs pipeline parallelism (pp > 1)"))
     out.append((s % cp != 0, "cp does not divide seq_len"))
+    if m.learned_positions:
+        out.append((s > m.learned_positions, f"seq_len exceeds the {m.learned_positions:,} learned positions"))
     if m.is_moe:
         out.append(((m.experts % ep != 0) | (dp * cp % ep != 0),
                     f"ep must divide the {m.experts} experts and dp × cp"))

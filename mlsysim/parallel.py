@@ -199,8 +199,8 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
 
 
 # --- inputs -----------------------------------------------------------------
-def _num(x):
-    return x if type(x) in (int, float, bool) else np.asarray(x)
+def _num(x, _plain=frozenset((int, float, bool))):
+    return x if type(x) in _plain else np.asarray(x)
 
 
 def _layout(c: Cluster, gb, tp, pp, dp, cp, micro_batch, microbatches, v):
@@ -383,11 +383,17 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap)
     check_positive("global_batch", global_batch)
     check_positive("seq_len", seq_len)
-    for name, val in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("interleave", interleave)):
-        check_integer(name, val)
-    for name, val in (("dp", dp), ("micro_batch", micro_batch), ("microbatches", microbatches)):
-        if val is not None:
-            check_integer(name, val)
+    check_integer("tp", tp)
+    check_integer("pp", pp)
+    check_integer("cp", cp)
+    check_integer("ep", ep)
+    check_integer("interleave", interleave)
+    if dp is not None:
+        check_integer("dp", dp)
+    if micro_batch is not None:
+        check_integer("micro_batch", micro_batch)
+    if microbatches is not None:
+        check_integer("microbatches", microbatches)
     if microbatches is not None and micro_batch is not None:
         raise MlsysimError("give microbatches or micro_batch, not both")
     rc = recompute_code(recompute)

@@ -148,8 +148,10 @@ def memory_breakdown(labels: Sequence[str], memories: Sequence, capacity_B: floa
         ax_.set_ylim(0, top)
     for i, r in enumerate(memories):
         y = r.total_B / 1e9
-        ax_.annotate(fmt(r.total_B, "B"), (i, min(y, top) if top else y), ha="center", va="bottom",
-                     xytext=(0, 2), textcoords="offset points", fontsize=8)
+        clipped = top is not None and y > top
+        ax_.annotate(fmt(r.total_B, "B") + (" ↑" if clipped else ""), (i, top if clipped else y), ha="center",
+                     va="top" if clipped else "bottom", xytext=(0, -3 if clipped else 2),
+                     textcoords="offset points", fontsize=8, color="white" if clipped else "black")
     if capacity_B is not None:
         ax_.axhline(capacity_B / 1e9, color="#555555", ls="--", lw=1)
         ax_.annotate(f"capacity {fmt(capacity_B, 'B')}", (-0.4, capacity_B / 1e9), xytext=(0, 4),

@@ -222,7 +222,7 @@ def scaling_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", global_
     style = {"description_width": "8em"}
     controls = {
         "model": _dropdown("models", model, "model", options=["Llama-3-8B", "Llama-3-70B", "Llama-3.1-405B",
-                                                               "GPT-3-175B", "Mixtral-8x7B"]),
+                                                               "Mixtral-8x7B"]),
         "global_batch": W.Dropdown(options=[256, 512, 1024, 2048, 4096], value=global_batch,
                                    description="sequences/step", style=style),
         "overlap": W.FloatSlider(value=overlap, min=0.0, max=1.0, step=0.1, description="DP overlap", style=style),
@@ -237,7 +237,7 @@ def scaling_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", global_
             except MlsysimError as e:
                 out[n] = str(e)
         if all(isinstance(r, str) for r in out.values()):
-            raise MlsysimError(f"{model} fits on none of the cluster sizes {tuple(gpus)}")
+            raise MlsysimError(f"{model} has no feasible layout at any size: {next(iter(out.values()))}")
         return out
 
     def render(results):
