@@ -21,6 +21,8 @@ BENCHMARKS = [
     Bench("generate(), 2,048 in / 256 out", lambda: ms.generate(_m, _h), "<= 50 µs"),
     Bench("speculative_decode(), 70B / 7B", lambda: ms.speculative_decode(
         "llama-2-70b", "h100", draft="llama-2-7b", tp=4), "<= 50 µs"),
+    Bench("serving_plan(), 70B on 5 devices x 4 tp (a search)", lambda: ms.serving_plan(
+        "llama-3-70b", ["a100-80gb", "h100", "h200", "b200", "mi300x"]), "<= 50 ms", calls=1),
     Bench("decode() sweep, 250 batches x 1,000 contexts x 4 devices",
           lambda: ms.decode(_m, _devices, batch=_batch, context_tokens=_context),
           ">= 1e6 points/s", points=_batch.size * _context.size * len(_devices), calls=1),

@@ -17,13 +17,15 @@ from .units import fmt
 from .workloads import CNN, Transformer
 
 # --- one import line per solver module; keep the blank lines between them ---
-from .serving import (Generation, InferenceStep, PagedKV, ServingMemory, Speculative, decode,
-                      expected_accepted_tokens, generate, kv_cache_bytes, max_batch, max_context, min_tp,
-                      paged_kv, prefill, serving_memory, speculative_decode)
+from .serving import (Generation, InferenceStep, PagedKV, ServingMemory, ServingPlan, Speculative, decode,
+                      expected_accepted_tokens, generate, kv_cache_bytes, length_mix, max_batch, max_context,
+                      min_tp, paged_kv, prefill, serving_memory, serving_plan, speculative_decode)
 
-# datapipe (04)
+from .datapipe import (DataPipe, datapipe, host, input_tier, pipeline, pipelines_table, storage_table,
+                       stored_bytes_per_token)
 
-# quantization (05)
+from .quantization import (Quantized, accuracy_table, precision_table, quant_scheme, quantized,
+                           quantized_footprint, weight_bytes_per_param)
 
 from .memory import TrainingMemory, model_states_B, training_memory
 
@@ -33,19 +35,20 @@ from .collectives import (all_gather_time, all_to_all_time, allreduce_time, broa
 from .parallel import (DEFAULT_EFFICIENCY, ParallelSearch, TrainStep, best_parallelism, mfu, time_to_train_s,
                        train_step, training_flops)
 
-# reliability (06, 11)
+from .reliability import (cluster_mtbf_h, daly_interval_s, ettr, expected_failures, goodput, lost_work_s,
+                          node_failure_rate_per_h, p_any_failure, young_interval_s)
 
-# checkpoint (06, 11)
+from .checkpoint import Checkpoint, checkpoint, checkpoint_bytes, storage_tier, storage_tiers
 
-# sustainability (07)
+from .sustainability import Footprint, carbon_kg, embodied_kg, energy_kwh, footprint, it_power_W
 
-# economics (07, 08)
+from .economics import TCO, TrainingRun, capex_usd, rental_usd, tco, training_run, usd_per_million_tokens
 
-# reasoning (08)
+from .reasoning import ReasoningService, Routing, reasoning_service, routing
 
-# sensitivity (09)
+from .sensitivity import hardware_sensitivity, inverse_roofline, scale_hardware, sensitivity, solve_for
 
-# wafer (10)
+from .wafer import weight_streaming, weights_resident, wafers_needed
 
 # audit (11)
 

@@ -1,4 +1,5 @@
-"""Measure this machine with NumPy, to place it on the same roofline as the registry devices.
+"""Measure this machine with NumPy: FLOP/s and memory bandwidth (to place it on the same
+roofline as the registry devices) and disk bandwidth (to compare with the storage tiers).
 
 The numbers vary from run to run and machine to machine: notebooks print them
 in cells excluded from output comparison and only sanity-check their range.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,3 +54,59 @@ def this_machine(n: int = 2048, size_B: float = 256e6) -> Hardware:
     return Hardware(name="this machine (measured)", kind="cpu", peak_flops={"fp32": matmul_flops(n)},
                     memory_B=host_memory_B(), memory_bw_Bps=memory_bandwidth(size_B),
                     source="measured with NumPy by mlsysim.measure", date=time.strftime("%Y-%m-%d"))
+
+
+@dataclass(frozen=True)
+class DiskBandwidth:
+    """Result of :func:`disk_bandwidth`: bytes per second to write (with fsync) and to read back."""
+
+    write_Bps: float
+    read_Bps: float
+    size_B: float
+    write_s: float
+    read_s: float
+
+
+def disk_bandwidth(size_B: float = 128e6, directory: str | None = None, repeats: int = 3) -> DiskBandwidth:
+    """Write a NumPy training state of ``size_B`` bytes to ``directory`` and read it back.
+
+    The state mimics a checkpoint: fp32 weights plus two fp32 optimizer moments, saved with
+    ``np.savez`` and flushed with ``fsync`` (a save is not done until it is on the device).
+    Before each read the file's pages are dropped from the page cache
+    (``posix_fadvise(DONTNEED)``, Linux) so that the read comes from the device, not from
+    memory. Best of ``repeats``; the temporary file is removed.
+    """
+    import tempfile
+
+    n = max(int(size_B // 12), 1)
+    state = {k: np.full(n, i + 1.0, dtype=np.float32) for i, k in enumerate(("weights", "exp_avg", "exp_avg_sq"))}
+    total = float(sum(a.nbytes for a in state.values()))
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        path = os.path.join(tmp, "state.npz")
+
+        def save():
+            with open(path, "wb") as f:
+                np.savez(f, **state)
+                f.flush()
+                os.fsync(f.fileno())
+
+        def load():
+            with np.load(path) as z:
+                for k in state:
+                    z[k]
+
+        def drop_cache():
+            if hasattr(os, "posix_fadvise"):
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+
+        write_s = _best(save, repeats)
+        read_s = float("inf")
+        for _ in range(repeats):
+            drop_cache()
+            read_s = min(read_s, _best(load, 1))
+    return DiskBandwidth(write_Bps=total / write_s, read_Bps=total / read_s, size_B=total,
+                         write_s=write_s, read_s=read_s)

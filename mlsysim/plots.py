@@ -67,11 +67,12 @@ def lines(x, series: dict, xlabel: str, ylabel: str, logx: bool = False, logy: b
     fig, ax = _figure(ax)
     for i, (label, y) in enumerate(series.items()):
         ax.plot(x, y, "o-" if markers else "-", ms=4, color=PALETTE[i % len(PALETTE)], label=label)
-    for i, (label, y) in enumerate((hlines or {}).items()):
-        ax.axhline(y, color="#555555", ls="--", lw=1)
-        ax.annotate(label, (ax.get_xlim()[0], y), xytext=(4, 4), textcoords="offset points", fontsize=8)
     ax.set_xscale("log" if logx else "linear")
     ax.set_yscale("log" if logy else "linear")
+    for label, y in (hlines or {}).items():
+        ax.axhline(y, color="#555555", ls="--", lw=1)
+        ax.annotate(label, (0, y), xycoords=("axes fraction", "data"), xytext=(4, 4),
+                    textcoords="offset points", fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -108,18 +109,146 @@ def bars(labels: Sequence[str], series: dict, ylabel: str, title: str = "", ax=N
 
 
 # --- serving (02, 03) ------------------------------------------------------
+def ttft_itl(prompt_tokens, ttft_s: dict, batches, itl_s: dict, ttft_sla_s: float | None = None,
+             itl_sla_s: float | None = None, title: str = ""):
+    """Two panels: time to first token against prompt length, and time per output token against
+    the decode batch; one curve per label (e.g. device), dashed lines at the service-level targets."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 4.2), layout="constrained")
+    for i, (label, y) in enumerate(ttft_s.items()):
+        left.loglog(prompt_tokens, np.asarray(y) * 1e3, "o-", ms=3, color=PALETTE[i % len(PALETTE)], label=label)
+    for i, (label, y) in enumerate(itl_s.items()):
+        right.semilogx(batches, np.asarray(y) * 1e3, "o-", ms=3, color=PALETTE[i % len(PALETTE)], label=label)
+    right.set_ylim(bottom=0)
+    for ax, sla, name in ((left, ttft_sla_s, "TTFT target"), (right, itl_sla_s, "ITL target")):
+        if sla is not None:
+            ax.axhline(sla * 1e3, color="#555555", ls="--", lw=1)
+            ax.annotate(name, (ax.get_xlim()[0], sla * 1e3), xytext=(4, 4), textcoords="offset points",
+                        fontsize=8)
+    left.set(xlabel="prompt tokens", ylabel="time to first token (ms)", title="Prefill")
+    right.set(xlabel="sequences decoding together (batch)", ylabel="time per output token (ms)",
+              title="Decode")
+    left.legend(fontsize=8)
+    right.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def accuracy(labels: Sequence[str], predicted, published, tolerance: float | None = None, ax=None,
+             title: str = "Predicted over published"):
+    """One dot per case at predicted / published (log scale, 1 = exact), with a ±``tolerance`` band;
+    cases of different units share one axis."""
+    ratio = np.asarray(predicted, dtype=float) / np.asarray(published, dtype=float)
+    fig, ax = _figure(ax, size=(7.5, 0.32 * len(labels) + 1.4))
+    y = np.arange(len(labels))[::-1]
+    if tolerance:
+        ax.axvspan(1 - tolerance, 1 + tolerance, color="#999999", alpha=0.2, label=f"±{tolerance:.0%}")
+    ax.axvline(1.0, color="#555555", lw=1)
+    ax.plot(ratio, y, "o", color=PALETTE[0], ms=6)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xscale("log")
+    lo, hi = min(ratio.min(), 1 - (tolerance or 0)) / 1.15, max(ratio.max(), 1 + (tolerance or 0)) * 1.15
+    ax.set_xlim(lo, hi)
+    from matplotlib.ticker import FormatStrFormatter
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%.2g"))
+    ax.xaxis.set_minor_formatter(FormatStrFormatter("%.2g"))
+    ax.set_xlabel("predicted / published")
+    ax.set_title(title)
+    if tolerance:
+        ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def memory_boundary(context_tokens, max_batch: dict, ax=None, title: str = "What fits in memory"):
+    """Largest batch that fits against context length, one curve per label (log–log); the
+    region under a curve fits, the region above runs out of memory."""
+    fig, ax = _figure(ax)
+    x = np.asarray(context_tokens, dtype=float)
+    for i, (label, y) in enumerate(max_batch.items()):
+        y = np.asarray(y, dtype=float)
+        ok = np.isfinite(y) & (y >= 1)
+        color = PALETTE[i % len(PALETTE)]
+        ax.loglog(x[ok], y[ok], "-", lw=2, color=color, label=label)
+        ax.fill_between(x[ok], 1, y[ok], color=color, alpha=0.08)
+    ax.set_xlabel("tokens per sequence (context)")
+    ax.set_ylabel("largest batch that fits")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
 
 
 # --- datapipe (04) ---------------------------------------------------------
+def pipeline_stages(result, ax=None, title: str | None = None):
+    """Horizontal bars of the four stage rates of a scalar :class:`~mlsysim.datapipe.DataPipe`
+    (log scale), the slowest one highlighted and the delivered rate marked."""
+    fig, ax = _figure(ax, size=(7.5, 3.2))
+    unit = "images/s" if result.tokens_per_sample == 1 else "sequences/s"
+    names = list(result.stages)
+    rates = [float(result.stages[k]) for k in names]
+    finite = [r for r in rates if np.isfinite(r)]
+    cap = max(finite) * 10 if finite else 1.0
+    shown = [r if np.isfinite(r) else cap for r in rates]
+    colors = [PALETTE[1] if k == result.bound else PALETTE[0] for k in names]
+    ax.barh(names, shown, color=colors)
+    for i, r in enumerate(rates):
+        ax.annotate("unlimited" if not np.isfinite(r) else fmt(r), (shown[i], i), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.axvline(float(result.delivered_sps), color="#555555", ls="--", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlim(min(shown) / 3, cap * 8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"throughput per accelerator ({unit}); dashed: delivered")
+    ax.set_title(title or f"{result.workload} on {result.hardware}: {result.bound}-bound")
+    return fig
+
+
+def crossover(workers, results: dict, marks: dict | None = None, ax=None, title: str = ""):
+    """Delivered samples/s per accelerator against workers, one curve per labelled
+    :class:`~mlsysim.datapipe.DataPipe` sweep; ``marks`` maps a label to a worker count (vertical line)."""
+    fig, ax = _figure(ax)
+    for i, (label, r) in enumerate(results.items()):
+        ax.plot(workers, r.delivered_sps, "-", color=PALETTE[i % len(PALETTE)], label=label)
+    for j, (label, x) in enumerate((marks or {}).items()):
+        ax.axvline(x, color="#555555", ls=(":", "--", "-.")[j % 3], lw=1, label=label)
+    first = next(iter(results.values()))
+    ax.set_xlabel("data-loading workers (hardware threads) per accelerator")
+    ax.set_ylabel(f"{'images' if first.tokens_per_sample == 1 else 'sequences'}/s per accelerator")
+    ax.set_title(title or "Throughput rises with workers until the accelerator binds")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
 
 
 # --- quantization (05) -----------------------------------------------------
+def footprints(results: Sequence, ax=None, title: str = ""):
+    """Stacked bars of weights, KV cache and other memory of :class:`~mlsysim.quantization.Footprint`
+    results, with each device's capacity as a dashed line."""
+    fig, ax = _figure(ax)
+    labels = [f"{r.scheme}\n{r.hardware}" if len({x.hardware for x in results}) > 1 else r.scheme
+              for r in results]
+    weights = np.array([float(r.weights_B) for r in results]) / 1e9
+    kv = np.array([float(r.kv_B) for r in results]) / 1e9
+    other = np.array([float(r.other_B) for r in results]) / 1e9
+    idx = np.arange(len(results))
+    ax.bar(idx, weights, 0.6, label="weights", color=PALETTE[0])
+    ax.bar(idx, kv, 0.6, bottom=weights, label="KV cache", color=PALETTE[2])
+    ax.bar(idx, other, 0.6, bottom=weights + kv, label="activations", color=PALETTE[4])
+    for cap in sorted({r.capacity_B for r in results}):
+        ax.axhline(cap / 1e9, color="#555555", ls="--", lw=1)
+        ax.annotate(f"{fmt(cap, 'B')} device", (idx[-1] + 0.35, cap / 1e9), xytext=(0, 3),
+                    textcoords="offset points", fontsize=8, ha="right")
+    ax.set_xticks(idx, labels)
+    ax.set_ylabel("memory (GB)")
+    ax.set_title(title or f"{results[0].workload}: memory by scheme")
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
 
 
 # --- distributed training (06) ---------------------------------------------
 def step_breakdown(labels: Sequence[str], steps: Sequence, share: bool = False, title: str = "", ax=None,
                    xlabel: str = ""):
-    """Stacked bars of where each training step's time goes (:meth:`TrainStep.parts`):
+    """Stacked bars of where each training step's time goes (``TrainStep.parts()``):
     seconds, or with ``share`` the fraction of the step."""
     parts = [r.parts() for r in steps]
     names = [k for k in parts[0] if any(p[k] > 0 for p in parts)]
@@ -135,7 +264,7 @@ def step_breakdown(labels: Sequence[str], steps: Sequence, share: bool = False, 
 
 def memory_breakdown(labels: Sequence[str], memories: Sequence, capacity_B: float | None = None,
                      title: str = "", ax=None, ymax_B: float | None = None):
-    """Stacked bars of the per-GPU training memory (:meth:`TrainingMemory.parts`) in GB,
+    """Stacked bars of the per-GPU training memory (``TrainingMemory.parts()``) in GB,
     each labelled with its total, with the device capacity as a dashed line. ``ymax_B``
     cuts the axis (taller bars run off the top; their label still gives the total)."""
     parts = [r.parts() for r in memories]
@@ -162,12 +291,230 @@ def memory_breakdown(labels: Sequence[str], memories: Sequence, capacity_B: floa
 
 
 # --- reliability and checkpointing (06) ------------------------------------
+def interval_tradeoff(interval_s, series: dict, marks: dict | None = None, ylabel: str = "share of wall time (%)",
+                      title: str = "", ax=None, percent: bool = True):
+    """Curves over the checkpoint interval (log x axis, in minutes) with labelled vertical marks.
+
+    ``series`` maps a label to y values (fractions, shown in % when ``percent``); ``marks``
+    maps a label to an interval in seconds (e.g. the Young and Daly optima).
+    """
+    fig, ax = _figure(ax)
+    x = np.asarray(interval_s, dtype=float) / 60.0
+    scale = 100.0 if percent else 1.0
+    for i, (label, y) in enumerate(series.items()):
+        ax.plot(x, np.asarray(y, dtype=float) * scale, "-", lw=2, color=PALETTE[i % len(PALETTE)], label=label)
+    for j, (label, at) in enumerate((marks or {}).items()):
+        ax.axvline(at / 60.0, color=PALETTE[(j + len(series)) % len(PALETTE)], ls="--", lw=1.2, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("checkpoint interval (minutes of training between checkpoints)")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
 
 
 # --- operations (07, 08) ---------------------------------------------------
+def side_by_side(x, left: dict, right: dict, xlabel: str, left_ylabel: str, right_ylabel: str,
+                 title: str = "", logy_left: bool = False, logy_right: bool = False):
+    """Two panels sharing an x axis: ``left`` and ``right`` map labels to y(x) curves."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9.5, 4.0), layout="constrained")
+    lines(x, left, xlabel=xlabel, ylabel=left_ylabel, ax=a, markers=False, logy=logy_left)
+    lines(x, right, xlabel=xlabel, ylabel=right_ylabel, ax=b, markers=False, logy=logy_right)
+    if title:
+        fig.suptitle(title)
+    return fig
+
 
 
 # --- analysis (09, 10) -----------------------------------------------------
+def tornado(sens, ax=None, title: str | None = None):
+    """Tornado diagram of a :class:`~mlsysim.sensitivity.Sensitivity`: the change of the result
+    when each input moves down or up by the step, most influential input on top."""
+    items = sens.ranked()[::-1]
+    fig, ax = _figure(ax, size=(7.5, 0.9 + 0.55 * len(items)))
+    y = np.arange(len(items))
+    h = f"{sens.rel_step:.0%}"
+    low = np.array([it.low for it in items]) * 100
+    high = np.array([it.high for it in items]) * 100
+    ax.barh(y, low, 0.6, color=PALETTE[0], label=f"input -{h}")
+    ax.barh(y, high, 0.6, color=PALETTE[1], label=f"input +{h}")
+    for yi, it in zip(y, items):
+        if np.isnan(it.low) or np.isnan(it.high):
+            ax.annotate("infeasible", (0, yi), xytext=(6, -3), textcoords="offset points", fontsize=8)
+    ax.axvline(0, color="#333333", lw=1)
+    ax.set_yticks(y, [f"{it.name}  (e = {it.shown()})" for it in items])
+    ax.set_xlabel(f"change of {sens.output} (%)")
+    ax.grid(axis="y", visible=False)
+    ax.set_title(title or f"What moves {sens.output}" + (f" ({sens.bound}-bound)" if sens.bound else ""))
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def elasticities(grid: dict, inputs: Sequence[str] = ("peak", "bandwidth"), title: str = ""):
+    """Small multiples of elasticities: one panel per input, one group per row key of ``grid``
+    (e.g. a regime), one bar per column key (e.g. a device). ``grid[row][col]`` is a
+    :class:`~mlsysim.sensitivity.Sensitivity`. A bar shows the central value; at a kink a
+    black line spans the two one-sided values."""
+    rows = list(grid)
+    cols = list(grid[rows[0]])
+    fig, axes = plt.subplots(1, len(inputs), figsize=(3.9 * len(inputs), 4.2), sharey=True,
+                             layout="constrained", squeeze=False)
+    width, idx = 0.8 / len(cols), np.arange(len(rows))
+    for ax, name in zip(axes[0], inputs):
+        for j, col in enumerate(cols):
+            its = [grid[r][col][name] for r in rows]
+            x = idx - 0.4 + width * (j + 0.5)
+            ax.bar(x, [it.elasticity for it in its], width, color=PALETTE[j % len(PALETTE)], label=col)
+            for xi, it in zip(x, its):
+                if it.kink:
+                    ax.plot([xi, xi], [it.down, it.up], color="black", lw=2)
+        ax.axhline(0, color="#333333", lw=1)
+        ax.set_xticks(idx, rows, rotation=25, ha="right", fontsize=8)
+        ax.set_title(f"elasticity to {name}", fontsize=10)
+    axes[0][0].set_ylabel("elasticity of the result")
+    axes[0][0].legend(fontsize=8, loc="lower left")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def weight_streaming(r, ideal=None, ax=None, title: str | None = None):
+    """Sweep times of a weight-streaming result over an array of batches (log–log).
+
+    ``r`` is the sweep on the real device (NaN past its SRAM limit); ``ideal``, the same
+    sweep on a copy with unlimited SRAM, is drawn dashed so that the unreachable part
+    shows. Vertical lines mark the compute-bound batch and the SRAM limit.
+    """
+    fig, ax = _figure(ax)
+    x = np.asarray(r.batch, dtype=float)
+    lines = [("forward: compute", "forward_compute_s", PALETTE[0])]
+    if r.phase == "training":
+        lines.append(("backward: compute", "backward_compute_s", PALETTE[2]))
+        same = np.allclose(np.asarray(r.forward_stream_s), np.asarray(r.backward_stream_s), equal_nan=True)
+        lines += ([("weight stream, each sweep", "forward_stream_s", PALETTE[1])] if same else
+                  [("forward: weight stream", "forward_stream_s", PALETTE[1]),
+                   ("backward: weight stream", "backward_stream_s", PALETTE[3])])
+    else:
+        lines.append(("weight stream", "forward_stream_s", PALETTE[1]))
+    for label, field, color in lines:
+        ax.loglog(x, np.asarray(getattr(r, field)) * 1e3, "-", color=color, lw=2, label=label)
+        if ideal is not None:
+            ax.loglog(x, np.asarray(getattr(ideal, field)) * 1e3, "--", color=color, lw=1)
+    need = float(np.atleast_1d(r.compute_bound_batch)[0])
+    cap = float(np.atleast_1d(r.max_batch)[0])
+    ax.axvline(need, color="#333333", ls=":", lw=1.5)
+    ax.annotate(f"compute-bound from {need:,.0f}", (need, 0.02), xycoords=("data", "axes fraction"),
+                xytext=(4, 0), textcoords="offset points", fontsize=8, rotation=90, va="bottom")
+    ax.axvline(cap, color="#555555", ls="-.", lw=1.5)
+    ax.annotate(f"SRAM full at {cap:,.0f}", (cap, 0.02), xycoords=("data", "axes fraction"),
+                xytext=(-12, 0), textcoords="offset points", fontsize=8, rotation=90, va="bottom")
+    ax.set_xlabel(f"batch (sequences of {float(np.atleast_1d(r.tokens_per_sequence)[0]):,.0f} tokens per wafer)")
+    ax.set_ylabel("time per sweep (ms)")
+    ax.set_title(title or f"{r.workload} {r.phase} on {r.hardware}: weights streamed at "
+                          f"{fmt(r.injection_Bps, 'B/s')}")
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
 
 
 # --- audit (11) ------------------------------------------------------------
+
+
+# --- accuracy (book) -------------------------------------------------------
+
+_KIND_MARKER = {"estimate": "o", "lower": "v", "upper": "^"}
+_KIND_LABEL = {"estimate": "estimate", "lower": "lower bound", "upper": "upper bound"}
+
+
+def _accepted(outcome) -> tuple[float, float]:
+    """The interval of predictions a case accepts (see :mod:`mlsysim.validation`)."""
+    c = outcome.case
+    if c.kind == "estimate":
+        return c.published * (1 - c.tolerance), c.published * (1 + c.tolerance)
+    if c.direction == "lower":
+        return c.published * (1 - c.tolerance), c.published
+    return c.published, c.published / (1 - c.tolerance)
+
+
+def _kind(outcome) -> str:
+    return outcome.case.direction if outcome.case.kind == "bound" else "estimate"
+
+
+def _points(ax, xs, ys, outcomes) -> None:
+    """Markers by kind (circle, down or up triangle); failed cases in red."""
+    for kind, marker in _KIND_MARKER.items():
+        for passed, color in ((True, PALETTE[0]), (False, PALETTE[1])):
+            sel = np.array([_kind(o) == kind and o.passed == passed for o in outcomes])
+            if sel.any():
+                ax.plot(np.asarray(xs)[sel], np.asarray(ys)[sel], marker, ms=6, color=color, zorder=3,
+                        label=_KIND_LABEL[kind] + ("" if passed else ", failed"))
+
+
+def _legend(fig, axes) -> None:
+    handles = {h.get_label(): h for ax in axes for h in ax.get_lines() if not h.get_label().startswith("_")}
+    fig.legend(handles.values(), handles.keys(), loc="outside upper center", ncol=len(handles), fontsize=8)
+
+
+def accuracy_parity(outcomes, cols: int = 3):
+    """Predicted against published, log–log, one panel per validation area.
+
+    Circles are estimates, triangles bounds (▽ a lower bound must sit on or below the
+    diagonal, △ an upper bound on or above it); the grey bar through each point is the
+    range of predictions its case accepts. Failed cases are drawn in red.
+    """
+    areas = list(dict.fromkeys(o.case.area for o in outcomes))
+    cols = max(1, min(cols, len(areas)))
+    rows = -(-len(areas) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.5, 2.6 * rows + 0.7), layout="constrained", squeeze=False)
+    for ax, area in zip(axes.flat, areas):
+        mine = [o for o in outcomes if o.case.area == area]
+        pub = np.array([o.case.published for o in mine])
+        pred = np.array([o.predicted for o in mine])
+        lo, hi = np.array([_accepted(o) for o in mine]).T
+        ax.vlines(pub, lo, hi, color="#bbbbbb", lw=3, zorder=1)
+        _points(ax, pub, pred, mine)
+        span = np.array([min(pub.min(), pred.min(), lo.min()) / 2, max(pub.max(), pred.max(), hi.max()) * 2])
+        ax.plot(span, span, color="#7f7f7f", lw=1, ls="--", zorder=0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(span)
+        ax.set_ylim(span)
+        ax.set_title(f"{area} ({len(mine)} cases)", fontsize=9)
+        ax.tick_params(labelsize=7)
+    for ax in axes.flat[len(areas):]:
+        ax.set_visible(False)
+    fig.supxlabel("published (unit of each case)", fontsize=9)
+    fig.supylabel("predicted", fontsize=9)
+    _legend(fig, axes.flat)
+    return fig
+
+
+def accuracy_ratios(outcomes):
+    """Predicted / published for every case on one log axis, grouped by area, with accepted ranges."""
+    fig, ax = _figure(size=(7.5, 3.8))
+    x, centres = 0, {}
+    for area in dict.fromkeys(o.case.area for o in outcomes):
+        mine = [o for o in outcomes if o.case.area == area]
+        xs = x + np.arange(len(mine))
+        bars = np.array([_accepted(o) for o in mine]) / np.array([[o.case.published] for o in mine])
+        ax.vlines(xs, bars[:, 0], bars[:, 1], color="#bbbbbb", lw=3, zorder=1)
+        _points(ax, xs, [o.ratio for o in mine], mine)
+        centres[area] = xs.mean()
+        if x:
+            ax.axvline(x - 1.5, color="#dddddd", lw=1)
+        x += len(mine) + 2
+    ax.axhline(1.0, color="#7f7f7f", lw=1, ls="--")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xticks(list(centres.values()), list(centres.keys()), fontsize=8, rotation=30, ha="right")
+    ax.grid(False, axis="x")
+    ax.set_xlim(-2, x - 1)
+    ax.set_ylabel("predicted / published")
+    _legend(fig, [ax])
+    return fig

@@ -26,7 +26,9 @@ What a pass counts (1 multiply-add = 2 FLOP):
   update reading gradients and reading and writing master weights and states,
   and 3 × the forward activation traffic.
 * **CNN inference / training** — FLOP from the layer shapes (ResNet-50:
-  8.18 GFLOP per image), weights plus per-layer activation reads and writes.
+  8.18 GFLOP per image), weights plus per-layer activation reads and writes:
+  batch norm is folded into the convolutions for inference, and makes its own
+  passes over every activation in training (``CNN.training_activation_elements``).
 
 The memory the pass needs (weights, KV cache, activations, training states) is
 checked against the device capacity: a configuration that does not fit raises
@@ -217,7 +219,7 @@ def cnn_cost(m: CNN, phase: str, batch, precision: str, weight_precision: str,
         st = training_state(m, optimizer, weight_precision)
         update = st.grads_B + 2.0 * (st.master_B + st.optimizer_B) + st.weights_B
         return PassCost(flops=3.0 * fwd, weight_bytes=2.0 * st.weights_B + st.grads_B + update + 0.0 * batch,
-                        kv_bytes=0.0 * batch, activation_bytes=3.0 * batch * m.activation_io_elements * ab,
+                        kv_bytes=0.0 * batch, activation_bytes=batch * m.training_activation_elements * ab,
                         footprint_B=st.total_B + batch * m.saved_activation_elements * ab)
     return PassCost(flops=fwd, weight_bytes=m.params * wb + 0.0 * batch, kv_bytes=0.0 * batch,
                     activation_bytes=batch * m.activation_io_elements * ab,
@@ -232,6 +234,8 @@ def _num(x):
     """A float for a scalar, a float array otherwise (None stays None)."""
     if x is None:
         return None
+    if type(x) in (int, float):   # fast path for plain numbers
+        return float(x)
     return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
 
 
@@ -261,7 +265,8 @@ def pass_cost(workload, phase: str | None = None, batch=1, seq_len=None, context
     else:
         tokens = 2048 if seq_len is None else seq_len
         check_positive("seq_len", tokens)
-    longest = float(np.max(context_tokens + tokens))
+    longest = context_tokens + tokens
+    longest = longest if isinstance(longest, float) else float(np.max(longest))
     if longest > m.max_context:
         raise InfeasibleError(f"{m.name} has a context window of {m.max_context:,} tokens; "
                               f"context_tokens + new tokens reaches {longest:,.0f}")
@@ -278,10 +283,13 @@ def _evaluate(m, hw: Hardware, precision: str, args: dict, efficiency, mem_effic
     peak = hw.peak(precision) * efficiency
     bw = hw.memory_bw_Bps * mem_efficiency
     compute_s, memory_s = c.flops / peak, c.bytes / bw
+    time_s, fits = _maximum(compute_s, memory_s), c.footprint_B <= hw.memory_B
+    if np.ndim(time_s) > np.ndim(fits):  # array-valued hardware specs: one verdict per element
+        fits = np.broadcast_to(fits, np.broadcast_shapes(np.shape(fits), np.shape(time_s)))
     values = dict(flops=c.flops, bytes=c.bytes, weight_bytes=c.weight_bytes, kv_bytes=c.kv_bytes,
                   activation_bytes=c.activation_bytes, footprint_B=c.footprint_B, capacity_B=hw.memory_B,
                   peak_flops=peak, bandwidth_Bps=bw, compute_s=compute_s, memory_s=memory_s,
-                  time_s=_maximum(compute_s, memory_s), feasible=c.footprint_B <= hw.memory_B)
+                  time_s=time_s, feasible=fits)
     return phase, tokens, values
 
 

@@ -1,14 +1,15 @@
 """LLM inference on one device or one tensor-parallel node: prefill, decode, KV cache.
 
-One model, built on :func:`mlsysim.roofline.pass_cost` (which counts FLOP, memory
-traffic and footprint of a pass), adds what serving needs:
+One model, built on the pass counts of :mod:`mlsysim.roofline` (``transformer_cost``,
+the FLOP, memory traffic and footprint behind ``roofline`` and ``pass_cost``), adds what
+serving needs:
 
 **Step time** of a pass on ``tp`` GPUs that split it by tensor parallelism
 (Shoeybi et al. 2019, Megatron-LM §3):
 
     T = max(W/tp / (η·P),  Q_gpu / (η_mem·B))  +  T_comm  +  L·t_layer
 
-* W, Q — FLOP and bytes of the pass (``pass_cost``); on each GPU the FLOP, the
+* W, Q — FLOP and bytes of the pass; on each GPU the FLOP, the
   weight bytes and the KV traffic are divided by ``tp`` (KV heads that cannot be
   divided are replicated, below); the residual stream stays whole on every GPU.
 * η, η_mem — achievable fractions of dense peak and of HBM bandwidth
@@ -58,7 +59,7 @@ weights read per token at 0.83 × 2,039 GB/s, plus 32 × 40 µs): ITL 9.1 ms,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -160,6 +161,7 @@ class InferenceStep(_Shown):
     capacity_B: object
     feasible: object
     reason: str = ""
+    efficiency: object = 1.0  # the η that scaled the dense peak
 
     @property
     def bound(self):
@@ -186,9 +188,7 @@ class InferenceStep(_Shown):
     @property
     def utilization(self):
         """Achieved FLOP/s over the dense peak (not the achievable one): the pass's MFU."""
-        return self.flops / self.time_s / (self.peak_flops / self._efficiency)
-
-    _efficiency: object = field(default=1.0, repr=False)
+        return self.flops / self.time_s / (self.peak_flops / self.efficiency)
 
     def rows(self):
         shape = _shape_row(self.time_s)
@@ -531,11 +531,14 @@ def _window(m: Transformer, context, tokens):
 def _masked(values: dict, fits, masks, on_fail) -> tuple[dict, object, str]:
     """Scalar: raise via ``on_fail`` if it does not fit. Arrays: NaN where infeasible, with reasons."""
     masks = [(mk, why) for mk, why in masks if mk is not None]
-    if isinstance(fits, (bool, np.bool_)) and not masks:
+    scalar = all(np.ndim(v) == 0 for v in values.values())
+    if isinstance(fits, (bool, np.bool_)) and not masks and scalar:
         if not fits:
             on_fail()
         return {k: (v if type(v) is float else float(v)) for k, v in values.items()}, True, ""
-    feasible = np.asarray(fits)
+    # arrays may come from any input, hardware fields included: the verdict takes their shape
+    shape = np.broadcast_shapes(np.shape(fits), *(np.shape(v) for v in values.values()))
+    feasible = np.broadcast_to(np.asarray(fits), shape)
     reasons = [] if feasible.all() else ["needs more memory than the device has"]
     for mk, why in masks:
         feasible = feasible & mk
@@ -564,7 +567,7 @@ def _step(s: _Setup, phase, batch, tokens, context) -> InferenceStep:
                                                       (inside, "beyond the model's context window")], fail)
     return InferenceStep(workload=m.name, hardware=s.hws[0].name if s.one else tuple(h.name for h in s.hws),
                          phase=phase, precision=s.precision, tp=s.tp, batch=batch, tokens=tokens,
-                         context_tokens=context, feasible=feasible, reason=reason, _efficiency=s.eff, **values)
+                         context_tokens=context, feasible=feasible, reason=reason, efficiency=s.eff, **values)
 
 
 def _fit_message(s: _Setup, phase, batch, context, footprint) -> str:
@@ -752,6 +755,111 @@ def max_context(model, hardware, batch=1, precision: str = "bf16", tp=1,
     return np.where(bad, np.nan, out)
 
 
+# --- meeting a service-level target --------------------------------------------------
+@dataclass(frozen=True)
+class ServingPlan(_Shown):
+    """Result of :func:`serving_plan`: one row per (device, tp) candidate."""
+
+    workload: str
+    ttft_target_s: float
+    itl_target_s: float
+    prompt_tokens: float
+    output_tokens: float
+    candidates: tuple          # dicts: device, tp, fits, ttft_s, itl_s, max_batch, tokens_per_s, ...
+
+    @property
+    def best(self) -> dict | None:
+        """The candidate meeting both targets with the most generated tokens/s per GPU (None if none)."""
+        ok = [c for c in self.candidates if c["meets"]]
+        return max(ok, key=lambda c: c["tokens_per_s_per_gpu"]) if ok else None
+
+    def table_rows(self) -> list[dict]:
+        """Rows for :func:`mlsysim.table`, formatted (b: batch; tokens/s: generated, whole batch)."""
+        out = []
+        for c in self.candidates:
+            if not c["fits"]:
+                out.append({"device": c["device"], "tp": c["tp"], "TTFT": "does not fit", "ITL, b=1": "",
+                            "largest b": "", "tokens/s": "", "per GPU": "", "meets": "no"})
+                continue
+            out.append({"device": c["device"], "tp": c["tp"], "TTFT": fmt(c["ttft_s"], "s"),
+                        "ITL, b=1": fmt(c["itl_s"], "s"), "largest b": int(c["max_batch"]),
+                        "tokens/s": f"{c['tokens_per_s']:,.0f}", "per GPU": f"{c['tokens_per_s_per_gpu']:,.0f}",
+                        "meets": "yes" if c["meets"] else "no"})
+        return out
+
+    def rows(self):
+        b = self.best
+        return [("workload", self.workload), ("targets", f"TTFT <= {fmt(self.ttft_target_s, 's')}, "
+                                                         f"ITL <= {fmt(self.itl_target_s, 's')}"),
+                ("requests", f"{self.prompt_tokens:,.0f} in, {self.output_tokens:,.0f} out"),
+                ("candidates", str(len(self.candidates))),
+                ("best", "none meets both targets" if b is None else
+                 f"{b['device']} x {b['tp']}, batch {b['max_batch']:.0f}, "
+                 f"{b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU")]
+
+
+def _fits_weights(m: Transformer, hw: Hardware, tp: int, kw: dict) -> bool:
+    return m.params * bytes_per(kw["weight_precision"] or kw["precision"]) / tp < hw.memory_B
+
+
+def serving_plan(model, hardware, ttft_s=0.5, itl_s=0.03, prompt_tokens=4096, output_tokens=512,
+                 tp=(1, 2, 4, 8), precision: str = "bf16", weight_precision: str | None = None,
+                 kv_precision: str | None = None, max_batch_tried: int = 4096) -> ServingPlan:
+    """Which device and tensor-parallel degree serve ``model`` within a TTFT and an ITL target?
+
+    For every device in ``hardware`` and every tp in ``tp`` that splits the heads and fits:
+    TTFT = :func:`prefill` of one ``prompt_tokens`` request (no queueing); ITL is the
+    :func:`decode` step at the end of a response (``prompt_tokens + output_tokens``
+    cached, the slowest step); the largest batch is the largest one whose ITL meets
+    ``itl_s`` and whose caches fit; throughput = batch / ITL. A candidate meets the
+    targets when TTFT ≤ ``ttft_s`` and at least one sequence meets ``itl_s``;
+    ``best`` maximises generated tokens/s per GPU. Default efficiencies throughout.
+
+    >>> plan = serving_plan("llama-3-70b", ["h100", "h200"], ttft_s=0.5, itl_s=0.03)
+    >>> (plan.best["device"], plan.best["tp"]), round(plan.best["max_batch"])
+    (('H200-SXM', 8), 340)
+    """
+    m = _transformer(model)
+    check_positive("ttft_s", ttft_s)
+    check_positive("itl_s", itl_s)
+    check_positive("prompt_tokens", prompt_tokens)
+    check_positive("output_tokens", output_tokens)
+    check_integer("max_batch_tried", max_batch_tried)
+    devices = [hardware] if isinstance(hardware, (str, Hardware)) else list(hardware)
+    tps = [tp] if isinstance(tp, int) else list(tp)
+    context = float(prompt_tokens + output_tokens)
+    if context > m.max_context:
+        raise InfeasibleError(f"{m.name} has a context window of {m.max_context:,} tokens; "
+                              f"prompt + output reaches {context:,.0f}")
+    rows = []
+    for dev in devices:
+        hw = _hardware(dev)
+        for t in tps:
+            check_integer("tp", t)
+            row = {"device": hw.name, "tp": int(t), "fits": False, "ttft_s": math.nan, "itl_s": math.nan,
+                   "max_batch": 0.0, "tokens_per_s": 0.0, "tokens_per_s_per_gpu": 0.0, "meets": False}
+            rows.append(row)
+            if not _valid_tp(m, t) or (t > 1 and hw.scaleup_Bps is None):
+                continue
+            kw = dict(precision=precision, tp=int(t), weight_precision=weight_precision, kv_precision=kv_precision)
+            fit = max_batch(m, hw, context_tokens=context, **kw) if _fits_weights(m, hw, int(t), kw) else 0
+            if fit < 1:
+                continue
+            batches = np.arange(1.0, float(min(fit, max_batch_tried)) + 1.0)
+            steps = decode(m, hw, context_tokens=context, batch=batches, **kw)
+            first = prefill(m, hw, prompt_tokens=prompt_tokens, **kw)
+            good = np.asarray(steps.feasible) & (np.nan_to_num(steps.time_s, nan=np.inf) <= itl_s)
+            row.update(fits=True, ttft_s=first.time_s, itl_s=float(steps.time_s[0]))
+            if good.any():
+                i = int(np.flatnonzero(good)[-1])
+                row.update(max_batch=batches[i], tokens_per_s=float(steps.tokens_per_s[i]),
+                           tokens_per_s_per_gpu=float(steps.tokens_per_s[i]) / t)
+            row["meets"] = bool(good.any() and first.time_s <= ttft_s)
+    return ServingPlan(workload=m.name, ttft_target_s=float(ttft_s), itl_target_s=float(itl_s),
+                       prompt_tokens=float(prompt_tokens), output_tokens=float(output_tokens),
+                       candidates=tuple(rows))
+
+
 # --- paged KV cache -------------------------------------------------------------
 def paged_kv(model, hardware, lengths, probabilities=None, block_tokens=16, max_tokens=None,
              precision: str = "bf16", tp=1, weight_precision: str | None = None,
@@ -822,6 +930,25 @@ def paged_kv(model, hardware, lengths, probabilities=None, block_tokens=16, max_
                    kv_bytes_per_token=kv_tok, mean_tokens=float(np.dot(lengths, probs)), mean_blocks=mean_blocks,
                    waste_tokens=waste, requests_paged=paged,
                    requests_contiguous=float(math.floor(budget / (max_tokens * kv_tok))))
+
+
+def length_mix(mean_tokens, max_tokens):
+    """A request-length mix for :func:`paged_kv`: P(ℓ) ∝ exp(−(ℓ − 1)/mean), ℓ = 1 … max_tokens.
+
+    Returns ``(lengths, probabilities)``. Chat traffic has many short and few long
+    requests (vLLM §6.1 shows such skewed length histograms for ShareGPT and Alpaca);
+    the truncated exponential is the simplest mix with that shape. Its actual mean is
+    a little below ``mean_tokens`` when the truncation bites.
+
+    >>> lengths, p = length_mix(500, 2048)
+    >>> len(lengths), round(float(p.sum()), 6), round(float(lengths @ p))
+    (2048, 1.0, 466)
+    """
+    check_positive("mean_tokens", mean_tokens)
+    check_integer("max_tokens", max_tokens)
+    lengths = np.arange(1.0, float(max_tokens) + 1.0)
+    weights = np.exp(-(lengths - 1.0) / float(mean_tokens))
+    return lengths, weights / weights.sum()
 
 
 # --- a whole request ----------------------------------------------------------------

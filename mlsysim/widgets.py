@@ -14,6 +14,7 @@ from typing import Callable
 
 import ipywidgets as W
 import matplotlib.pyplot as plt
+import numpy as np
 from IPython.display import display
 
 from . import plots
@@ -21,6 +22,7 @@ from .errors import MlsysimError
 from .registry import zoo
 from .roofline import roofline
 from .units import fmt
+from .workloads import CNN
 
 
 class Explorer(W.VBox):
@@ -159,12 +161,184 @@ def generations_explorer(workload: str = "Llama-3-8B", phase: str = "decode", ba
 
 
 # --- serving (02, 03) ------------------------------------------------------
+def _transformers() -> list[str]:
+    from .workloads import Transformer
+    return [r.name for r in zoo("models", records=True) if isinstance(r, Transformer)]
+
+
+def _int_dropdown(description: str, value: int, options) -> W.Dropdown:
+    return W.Dropdown(options=list(options), value=value, description=description,
+                      style={"description_width": "8em"})
+
+
+def serving_explorer(workload: str = "Llama-3-8B", hardware: str = "H100-SXM", tp: int = 1,
+                     prompt_tokens: int = 2048, context_tokens: int = 2048, batch: int = 8,
+                     precision: str = "bf16", ttft_sla_s: float = 0.5, itl_sla_s: float = 0.03) -> Explorer:
+    """Explore :func:`mlsysim.prefill` and :func:`mlsysim.decode`: TTFT, ITL and throughput of one
+    configuration against service-level targets, with ITL across batch sizes."""
+    from .serving import decode, prefill
+    controls = {
+        "workload": _dropdown("models", workload, "model", options=_transformers()),
+        "hardware": _dropdown("hardware", hardware, "device"),
+        "tp": _int_dropdown("GPUs (tp)", tp, [1, 2, 4, 8]),
+        "precision": W.Dropdown(options=["bf16", "fp8"], value=precision, description="precision",
+                                style={"description_width": "8em"}),
+        "prompt_tokens": _log_slider("prompt tokens", prompt_tokens, 5, 15),
+        "context_tokens": _log_slider("cached tokens", context_tokens, 5, 17),
+        "batch": _log_slider("batch", batch, 0, 10),
+    }
+    batches = 2.0 ** np.arange(0, 11)
+
+    def compute(workload, hardware, tp, precision, prompt_tokens, context_tokens, batch):
+        kw = dict(precision=precision, tp=tp)
+        first = prefill(workload, hardware, prompt_tokens=prompt_tokens, batch=1, **kw)
+        step = decode(workload, hardware, context_tokens=context_tokens, batch=batch, **kw)
+        curve = decode(workload, hardware, context_tokens=context_tokens, batch=batches, **kw)
+        return {"prefill": first, "decode": step, "batches": batches, "itl_s": curve.time_s}
+
+    def render(r):
+        first, step = r["prefill"], r["decode"]
+        ok = lambda t, sla: "meets" if t <= sla else "misses"  # noqa: E731
+        series = {f"{step.workload} on {step.tp} x {step.hardware}": r["itl_s"] * 1e3,
+                  f"ITL target ({fmt(itl_sla_s, 's')})": np.full(len(r["batches"]), itl_sla_s * 1e3)}
+        fig = plots.lines(r["batches"], series, xlabel="batch", ylabel="time per output token (ms)",
+                          logx=True, markers=False,
+                          title="Decode: ITL across batch sizes (the curve ends where memory does)")
+        rows = [("TTFT (batch 1)", f"{fmt(first.time_s, 's')}, {first.bound}-bound, "
+                                   f"{ok(first.time_s, ttft_sla_s)} {fmt(ttft_sla_s, 's')}"),
+                ("ITL", f"{fmt(step.time_s, 's')}, {step.bound}-bound, {ok(step.time_s, itl_sla_s)} "
+                        f"{fmt(itl_sla_s, 's')}"),
+                ("tokens/s per user", f"{1 / step.time_s:,.1f}"),
+                ("tokens/s, whole batch", f"{step.tokens_per_s:,.0f}"),
+                ("communication share", f"{step.comm_s / step.time_s:.0%}"),
+                ("memory per GPU", f"{fmt(step.footprint_B, 'B')} of {fmt(step.capacity_B, 'B')}")]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Two phases: TTFT and ITL")
+
+
+def kv_explorer(workload: str = "Llama-3-8B", hardware: str = "H100-SXM", tp: int = 1,
+                weight_precision: str = "bf16", kv_precision: str = "bf16", max_tokens: int = 8192,
+                mean_tokens: int = 1024, block_tokens: int = 16) -> Explorer:
+    """Explore the KV cache: bytes per token, the out-of-memory boundary in (batch, context), and
+    paged against contiguous allocation for a request mix (:func:`mlsysim.paged_kv`)."""
+    from .serving import kv_cache_bytes, length_mix, max_batch, paged_kv
+    controls = {
+        "workload": _dropdown("models", workload, "model", options=_transformers()),
+        "hardware": _dropdown("hardware", hardware, "device"),
+        "tp": _int_dropdown("GPUs (tp)", tp, [1, 2, 4, 8]),
+        "weight_precision": W.Dropdown(options=["bf16", "fp8"], value=weight_precision,
+                                       description="weights", style={"description_width": "8em"}),
+        "kv_precision": W.Dropdown(options=["bf16", "fp8"], value=kv_precision, description="KV precision",
+                                   style={"description_width": "8em"}),
+        "max_tokens": _log_slider("max request", max_tokens, 9, 17),
+        "mean_tokens": _log_slider("mean request", mean_tokens, 5, 15),
+        "block_tokens": _log_slider("block (tokens)", block_tokens, 0, 10),
+    }
+    contexts = 2.0 ** np.arange(7, 18)
+
+    def compute(workload, hardware, tp, weight_precision, kv_precision, max_tokens, mean_tokens,
+                block_tokens):
+        kw = dict(tp=tp, weight_precision=weight_precision, kv_precision=kv_precision)
+        lengths, probs = length_mix(mean_tokens, max_tokens)
+        return {"kv_per_token_B": kv_cache_bytes(workload, 1, precision=kv_precision, tp=tp),
+                "contexts": contexts, "max_batch": max_batch(workload, hardware, context_tokens=contexts, **kw),
+                "paged": paged_kv(workload, hardware, lengths, probs, block_tokens=block_tokens,
+                                  max_tokens=max_tokens, **kw)}
+
+    def render(r):
+        p = r["paged"]
+        fig = plots.memory_boundary(r["contexts"], {f"{p.workload} on {p.hardware}": r["max_batch"]},
+                                    title="Above the line: out of memory")
+        rows = [("KV per token (per GPU)", fmt(r["kv_per_token_B"], "B")),
+                ("KV budget per GPU", fmt(p.kv_budget_B, "B")),
+                ("mean request", f"{p.mean_tokens:,.0f} tokens"),
+                ("waste per request", f"{p.waste_tokens:.3g} tokens ({p.fragmentation:.1%})"),
+                ("requests, paged", f"{p.requests_paged:,.0f}"),
+                ("requests, contiguous", f"{p.requests_contiguous:,.0f}"),
+                ("paged / contiguous", f"{p.gain:.3g}x")]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="KV cache: what fits")
+
+
 
 
 # --- datapipe (04) ---------------------------------------------------------
+def datapipe_explorer(workload: str = "ResNet-50", hardware: str = "A100-80GB", batch: int = 256,
+                      workers: int = 8, pipeline: str = "imagenet-ffcv", storage: str = "local-nvme",
+                      efficiency: float = 1.0, seq_len: int = 1024) -> Explorer:
+    """Explore :func:`mlsysim.datapipe`: which stage of the input pipeline bounds training, and how
+    many workers would keep the accelerator fed. ``efficiency`` scales both roofs of the step."""
+    from .datapipe import _data, datapipe
+    style = {"description_width": "8em"}
+    controls = {
+        "workload": _dropdown("models", workload, "workload"),
+        "hardware": _dropdown("hardware", hardware, "device"),
+        "pipeline": W.Dropdown(options=_data()["pipeline"].names(), value=pipeline, description="pipeline",
+                               style=style),
+        "storage": W.Dropdown(options=_data()["storage"].names(), value=storage, description="storage",
+                              style=style),
+        "workers": W.IntSlider(value=workers, min=1, max=64, description="workers", style=style),
+        "batch": _log_slider("batch", batch, 0, 12),
+        "efficiency": W.FloatSlider(value=efficiency, min=0.05, max=1.0, step=0.05,
+                                    description="efficiency", style=style),
+        "seq_len": W.IntSlider(value=seq_len, min=128, max=8192, step=128, description="tokens/sample",
+                               style=style),
+    }
+
+    def compute(workload, hardware, pipeline, storage, workers, batch, efficiency, seq_len):
+        from .registry import model
+        kw = {} if isinstance(model(workload), CNN) else {"seq_len": seq_len}
+        return datapipe(workload, hardware, batch=batch, pipeline=pipeline, storage=storage, workers=workers,
+                        efficiency=efficiency, mem_efficiency=efficiency, **kw)
+
+    def render(r):
+        unit = "images/s" if r.tokens_per_sample == 1 else "sequences/s"
+        rows = [("bound", r.bound), ("delivered", f"{fmt(r.delivered_sps)} {unit}"),
+                ("accelerator busy", fmt(r.utilization, "%")),
+                ("workers to keep it fed", f"{r.workers_needed:g}"),
+                ("storage read rate", fmt(r.input_Bps, "B/s"))]
+        return rows, plots.pipeline_stages(r)
+
+    return Explorer(controls, compute, render, title="Input-pipeline explorer")
 
 
 # --- quantization (05) -----------------------------------------------------
+def quantization_explorer(workload: str = "Llama-2-7B", hardware: str = "A100-80GB", scheme: str = "w4a16",
+                          phase: str = "decode", batch: int = 1, context_tokens: int = 0,
+                          baseline: str = "bf16") -> Explorer:
+    """Explore :func:`mlsysim.quantized`: speed-up and memory of a scheme against a 16-bit baseline."""
+    from .quantization import SCHEMES, quantized
+    style = {"description_width": "8em"}
+    controls = {
+        "workload": _dropdown("models", workload, "workload"),
+        "hardware": _dropdown("hardware", hardware, "device"),
+        "scheme": W.Dropdown(options=list(SCHEMES), value=scheme, description="scheme", style=style),
+        "baseline": W.Dropdown(options=["bf16", "fp16"], value=baseline, description="baseline", style=style),
+        "phase": W.Dropdown(options=["decode", "prefill"], value=phase, description="phase", style=style),
+        "batch": _log_slider("batch", batch, 0, 12),
+        "context_tokens": W.IntSlider(value=context_tokens, min=0, max=32768, step=512, description="context",
+                                      style=style),
+    }
+
+    def compute(workload, hardware, scheme, baseline, phase, batch, context_tokens):
+        from .registry import model
+        if isinstance(model(workload), CNN):
+            return quantized(workload, hardware, scheme, baseline=baseline, batch=batch)
+        kw = dict(seq_len=2048) if phase == "prefill" else dict(context_tokens=context_tokens)
+        return quantized(workload, hardware, scheme, baseline=baseline, phase=phase, batch=batch, **kw)
+
+    def render(q):
+        times = {"time per pass (ms)": [q.baseline_s * 1e3, q.time_s * 1e3]}
+        fig = plots.bars([q.baseline, q.scheme], times, ylabel="time per pass (ms)",
+                         title=f"{q.workload} {q.phase} on {q.hardware}, batch {q.batch:g}")
+        rows = [("speed-up", f"{q.speedup:.3g}x"), ("bound", f"{q.bound} (baseline: {q.baseline_bound})"),
+                ("time per pass", f"{fmt(q.time_s, 's')} vs {fmt(q.baseline_s, 's')}"),
+                ("memory needed", f"{fmt(q.footprint_B, 'B')} vs {fmt(q.baseline_footprint_B, 'B')}")]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Quantization explorer")
 
 
 # --- distributed training (06) ---------------------------------------------
@@ -255,12 +429,237 @@ def scaling_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", global_
 
 
 # --- reliability and checkpointing (06) ------------------------------------
+# (tp, pp) per model, as in notebook 06: tensor parallel inside a node, pipeline across nodes
+CHECKPOINT_LAYOUTS = {"Llama-3-8B": (1, 1), "Llama-3-70B": (8, 4), "Llama-3.1-405B": (8, 16)}
+
+
+def checkpoint_explorer(model: str = "Llama-3-70B", strategy: str = "async", interval_min: float = 30.0,
+                        storage_GBps: float = 682.5, nodes: int = 128, node: str = "DGX-H100",
+                        storage: str = "lustre") -> Explorer:
+    """Explore :func:`mlsysim.checkpoint`: interval, strategy, storage bandwidth (read and
+    write, aggregate for a file system) and cluster size (nodes of ``node``).
+
+    The figure shows goodput against the interval for the chosen strategy, with the current
+    interval and Daly's optimum marked; an infeasible choice (an interval shorter than the
+    persist) shows the reason instead of numbers.
+    """
+    from .checkpoint import STRATEGIES, checkpoint
+
+    style = {"description_width": "8em"}
+    controls = {
+        "model": W.Dropdown(options=list(CHECKPOINT_LAYOUTS), value=model, description="model", style=style),
+        "strategy": W.Dropdown(options=list(STRATEGIES), value=strategy, description="strategy", style=style),
+        "interval_min": W.FloatLogSlider(value=interval_min, base=10, min=-1, max=2.5, step=0.05,
+                                         description="interval (min)", readout_format=".3g", style=style),
+        "storage_GBps": W.FloatLogSlider(value=storage_GBps, base=10, min=0, max=4, step=0.05,
+                                         description="storage GB/s", readout_format=".4g", style=style),
+        "nodes": _log_slider("nodes", nodes, 2, 12),
+    }
+
+    last = {}
+
+    def compute(model, strategy, interval_min, storage_GBps, nodes):
+        tp, pp = CHECKPOINT_LAYOUTS[model]
+        last.update(model=model, cluster=node, strategy=strategy, tp=tp, pp=pp, nodes=int(nodes),
+                    storage=storage, storage_Bps=storage_GBps * 1e9, read_Bps=storage_GBps * 1e9)
+        return checkpoint(**last, interval_s=interval_min * 60.0)
+
+    def render(r):
+        grid = np.logspace(0.5, 5, 120)
+        sweep = checkpoint(**last, interval_s=grid)
+        fig = plots.interval_tradeoff(grid, {f"{r.strategy} goodput": sweep.goodput},
+                                      marks={"this interval": r.interval_s, "Daly optimum": r.best_interval_s},
+                                      ylabel="goodput (%)", title=f"{r.model} on {r.cluster}")
+        rows = [("checkpoint size", fmt(r.size_B, "B")), ("stall per checkpoint", fmt(r.stall_s, "s")),
+                ("durable after", fmt(r.write_s, "s")), ("restore", fmt(r.restore_s, "s")),
+                ("cluster MTBF", fmt(r.mtbf_s, "s")), ("Daly optimum", fmt(r.best_interval_s, "s")),
+                ("stall overhead", fmt(r.overhead_fraction, "%")), ("goodput", fmt(r.goodput, "%"))]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Checkpoint explorer")
 
 
 # --- operations (07, 08) ---------------------------------------------------
+GEOGRAPHY_REGIONS = ("Montreal", "Paris", "Ashburn", "Warsaw")
+
+
+def geography_explorer(node: str = "DGX-H100", nodes: int = 128, days: float = 30.0, utilization: float = 0.84,
+                       carbon_price_usd_per_t: float = 0.0, regions=GEOGRAPHY_REGIONS) -> Explorer:
+    """Explore :func:`mlsysim.footprint` and :func:`mlsysim.tco` of one cluster in several regions."""
+    from .economics import tco
+    from .sustainability import footprint
+    from .registry import _key
+    from .sustainability import _data as _sdata
+    options = [n for n in zoo("nodes") if _key(n) in _sdata()["embodied"]]
+    style = {"description_width": "8em"}
+    controls = {
+        "node": _dropdown("nodes", node, "node", options=options),
+        "nodes": _log_slider("nodes", nodes, 0, 12),
+        "days": W.FloatSlider(value=days, min=1, max=365, step=1, description="days", style=style),
+        "utilization": W.FloatSlider(value=utilization, min=0.0, max=1.0, step=0.01, description="utilisation",
+                                     style=style),
+        "carbon_price": W.FloatSlider(value=carbon_price_usd_per_t, min=0, max=300, step=5,
+                                      description="carbon $/t", style=style),
+    }
+    names = list(regions)
+
+    def compute(node, nodes, days, utilization, carbon_price):
+        from .registry import cluster
+        c = cluster(node, nodes=int(nodes))
+        return (footprint(c, hours=days * 24.0, grid=names, utilization=utilization),
+                tco(c, days=days, grid=names, utilization=utilization, carbon_price_usd_per_t=carbon_price))
+
+    def render(result):
+        f, t = result
+        fig = plots.bars(names, {"operational": f.operational_kg / 1e3, "embodied": f.embodied_kg / 1e3},
+                         ylabel="tCO2e", title=f"{f.cluster}, {fmt(float(f.hours) * 3600, 's')}", logy=True)
+        rows = [(n, f"{fmt(e * 1e3, 'Wh')}, {k / 1e3:.3g} tCO2e, {fmt(w, 'L')} water, ${fmt(c, '', 3)}")
+                for n, e, k, w, c in zip(names, f.energy_kWh, f.total_kg, f.water_onsite_L, t.total_usd)]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Same cluster, four regions")
+
+
+
+REASONING_DEVICES = ("A100-80GB", "H100-SXM", "H200-SXM", "B200-HGX", "MI300X")
+
+
+def reasoning_explorer(model: str = "Llama-3-70B", hardware: str = "H100-SXM", steps: int = 8,
+                       tokens_per_step: int = 512, qps: float = 10.0, usd_per_gpu_hour: float = 2.99,
+                       latency_slo_s: float = 0.0) -> Explorer:
+    """Explore :func:`mlsysim.reasoning_service`: yearly cost against reasoning depth (0 s = no target)."""
+    import numpy as np
+    from .errors import InfeasibleError
+    from .reasoning import reasoning_service
+    from .workloads import Transformer
+    style = {"description_width": "8em"}
+    models = [m.name for m in zoo("models", records=True) if isinstance(m, Transformer) and m.max_context >= 16384]
+    controls = {
+        "model": _dropdown("models", model, "model", options=models),
+        "hardware": _dropdown("hardware", hardware, "device", options=list(REASONING_DEVICES)),
+        "steps": W.IntSlider(value=steps, min=0, max=32, step=1, description="reasoning steps", style=style),
+        "tokens_per_step": _log_slider("tokens per step", tokens_per_step, 6, 11),
+        "qps": W.FloatLogSlider(value=qps, base=10, min=-1, max=3, step=0.25, description="requests/s",
+                                style=style),
+        "price": W.FloatSlider(value=usd_per_gpu_hour, min=0.5, max=15, step=0.01, description="$/GPU-hour",
+                               style=style),
+        "slo": W.FloatSlider(value=latency_slo_s, min=0, max=600, step=10, description="latency target s",
+                             style=style),
+    }
+
+    def compute(model, hardware, steps, tokens_per_step, qps, price, slo):
+        ks = np.arange(0, 33, dtype=float)
+        sweep = reasoning_service(model, hardware, qps=qps, price=price, steps=ks,
+                                  tokens_per_step=int(tokens_per_step), latency_slo_s=slo or None)
+        if not sweep.feasible[steps]:
+            raise InfeasibleError(f"{steps} steps of {tokens_per_step:g} tokens: no tensor-parallel group and "
+                                  f"batch of {model} on {hardware} fit" + (f" within {slo:g} s" if slo else ""))
+        return steps, sweep
+
+    def render(result):
+        k, s = result
+        ks = np.asarray(s.steps)
+        fig = plots.lines(ks, {"cost per year (million USD)": s.usd_per_year / 1e6}, xlabel="reasoning steps K",
+                          ylabel="million USD per year", logy=True,
+                          title=f"{s.workload} on {s.hardware}, {s.qps:g} requests/s")
+        fig.axes[0].axvline(k, color="#555555", ls="--", lw=1)
+        rows = [("tokens per request", f"{s.output_tokens[k]:,.0f} generated"),
+                ("replica", f"{s.tp[k]:g} GPUs, batch {s.batch[k]:g}"),
+                ("latency", f"{fmt(s.e2e_s[k], 's')} end to end"), ("GPUs", f"{s.gpus[k]:g}"),
+                ("cost per year", "$" + fmt(s.usd_per_year[k], "", 3)),
+                ("cost per million tokens", f"${s.usd_per_million_tokens[k]:.3g}")]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Reasoning depth and the yearly bill")
 
 
 # --- analysis (09, 10) -----------------------------------------------------
+def sensitivity_explorer(workload: str = "Llama-3-8B", hardware: str = "H100-SXM", phase: str = "decode",
+                         batch: int = 1, seq_len: int = 2048, context_tokens: int = 0,
+                         target_ms: float = 2.0) -> Explorer:
+    """Explore :func:`mlsysim.hardware_sensitivity` and :func:`mlsysim.inverse_roofline` on one pass:
+    a tornado of elasticities and the bandwidth or FLOP/s a target time needs."""
+    from .sensitivity import hardware_sensitivity, inverse_roofline
+    controls = {
+        "workload": _dropdown("models", workload, "workload"),
+        "hardware": _dropdown("hardware", hardware, "device"),
+        "phase": W.Dropdown(options=["decode", "prefill", "training"], value=phase, description="phase",
+                            style={"description_width": "8em"}),
+        "batch": _log_slider("batch", batch, 0, 12),
+        "seq_len": W.IntSlider(value=seq_len, min=128, max=8192, step=128, description="prompt tokens",
+                               style={"description_width": "8em"}),
+        "context_tokens": W.IntSlider(value=context_tokens, min=0, max=32768, step=512, description="context",
+                                      style={"description_width": "8em"}),
+        "target_ms": W.FloatLogSlider(value=target_ms, base=10, min=-2, max=4, step=0.1,
+                                      description="target (ms)", readout_format=".3g",
+                                      style={"description_width": "8em"}),
+    }
+
+    def compute(workload, hardware, phase, batch, seq_len, context_tokens, target_ms):
+        kw = dict(phase=phase, context_tokens=context_tokens) if phase == "decode" else \
+            dict(phase=phase, seq_len=seq_len)
+        sens = hardware_sensitivity(roofline, workload, hardware, inputs={"batch": batch}, **kw)
+        need = "bandwidth" if sens.bound == "memory" else "peak"
+        try:
+            req = inverse_roofline(workload, hardware, target_s=target_ms * 1e-3, solve_for=need,
+                                   batch=batch, **kw)
+            verdict = (f"{fmt(req.bandwidth_Bps, 'B/s')} ({req.bandwidth_factor:.3g}x)" if need == "bandwidth"
+                       else f"{fmt(req.peak_flops, 'FLOP/s')} ({req.peak_factor:.3g}x)")
+        except MlsysimError as e:
+            verdict = f"none: {e}"
+        return sens, need, target_ms, verdict
+
+    def render(result):
+        sens, need, target_ms, verdict = result
+        fig = plots.tornado(sens)
+        rows = [("time per pass", f"{fmt(sens.value, 's')} ({sens.bound}-bound)")]
+        rows += [(f"elasticity to {it.name}", it.shown()) for it in sens.ranked()]
+        rows.append((f"{need} for {target_ms:.3g} ms", verdict))
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Where to invest: elasticities and the inverse roofline")
+
+
+def wafer_explorer(workload: str = "Llama-3-8B", hardware: str = "Cerebras-WSE-3", seq_len: int = 2048,
+                   recompute: str = "full", batch: int = 8) -> Explorer:
+    """Explore :func:`mlsysim.wafer.weight_streaming`: sweep times against the batch on the wafer, the
+    batch at which streaming turns compute-bound and the batch the SRAM holds."""
+    import numpy as np
+    from .sensitivity import scale_hardware
+    from .wafer import weight_streaming
+    controls = {
+        "workload": _dropdown("models", workload, "workload",
+                              options=[n for n in zoo("models") if n not in ("ResNet-50", "ResNet-18", "MobileNetV2")]),
+        "hardware": W.Dropdown(options=["Cerebras-WSE-2", "Cerebras-WSE-3", "H100-SXM", "B200-HGX"], value=hardware,
+                               description="device", style={"description_width": "8em"}),
+        "seq_len": W.IntSlider(value=seq_len, min=256, max=8192, step=256, description="tokens/sequence",
+                               style={"description_width": "8em"}),
+        "recompute": W.Dropdown(options=["none", "full"], value=recompute, description="recompute",
+                                style={"description_width": "8em"}),
+        "batch": _log_slider("batch", batch, 0, 10),
+    }
+
+    def compute(workload, hardware, seq_len, recompute, batch):
+        at = weight_streaming(workload, hardware, batch=batch, seq_len=seq_len, recompute=recompute)
+        sweep = np.geomspace(1, max(4 * float(at.compute_bound_batch), 4 * float(batch), 8), 48)
+        real = weight_streaming(workload, hardware, batch=sweep, seq_len=seq_len, recompute=recompute)
+        ideal = weight_streaming(workload, scale_hardware(hardware, capacity=1e6), batch=sweep,
+                                 seq_len=seq_len, recompute=recompute)
+        return at, real, ideal
+
+    def render(result):
+        at, real, ideal = result
+        fig = plots.weight_streaming(real, ideal)
+        rows = [("step time", f"{fmt(at.time_s, 's')} ({at.bound}-bound)"),
+                ("utilization", fmt(at.utilization, "%")),
+                ("streaming ridge", f"{at.ridge:.3g} FLOP/B, intensity {at.intensity:.3g}"),
+                ("SRAM", f"{fmt(at.sram_needed_B, 'B')} of {fmt(at.sram_B, 'B')}"),
+                ("verdict", at.verdict())]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Weight streaming: injection, compute and SRAM")
+
+
 
 
 # --- audit (11) ------------------------------------------------------------

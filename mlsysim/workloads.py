@@ -424,6 +424,26 @@ class CNN:
         return float(sum(c.io_elements for c in convs) + extra + c_last * h * h + c_last + self.classes)
 
     @cached_property
+    def training_activation_elements(self) -> float:
+        """Activation elements read plus written per image in one training step (forward and
+        backward). Batch norm cannot be folded into the convolution while it trains, so each
+        conv + BN + ReLU layer with input x (``in`` elements) and output y (``out``) costs:
+
+        * forward: conv reads x, writes y; BN statistics read y; BN-apply + ReLU read y,
+          write the activation a — ``in + 3·out``;
+        * backward: BN/ReLU backward reads (da, y) to reduce, then (da, y) again and writes
+          dy — ``5·out``; conv data gradient reads dy, writes dx — ``out + in``; conv weight
+          gradient reads dy and x — ``out + in``.
+
+        That is ``3·in + 10·out`` per layer, against ``in + out`` in fused inference; residual
+        adds and pooling cost three times their inference traffic. Jung et al. (MLSys 2019)
+        measure batch norm and ReLU as memory-bound layers taking a large share of ResNet
+        training time, which is what this count captures."""
+        convs, c_last, h, extra = self._layers
+        per_layer = sum(3 * c.c_in * c.h_in ** 2 + 10 * c.c_out * c.h_out ** 2 for c in convs)
+        return float(per_layer + 3 * (extra + c_last * h * h + c_last + self.classes))
+
+    @cached_property
     def peak_layer_elements(self) -> float:
         """Largest input + output of one layer per image: the live activations of inference."""
         return float(max(c.io_elements for c in self._layers[0]))

@@ -264,3 +264,50 @@ def test_records_print_and_render():
 def test_bad_input_names_the_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# --- planning helpers -------------------------------------------------------------------
+def test_length_mix_is_a_normalised_skewed_distribution():
+    lengths, p = ms.length_mix(500, 2048)
+    assert lengths[0] == 1 and lengths[-1] == 2048 and np.isclose(p.sum(), 1.0)
+    assert np.all(np.diff(p) < 0)                       # shorter requests are more likely
+    assert 400 < lengths @ p < 500.5                     # truncation lowers the mean a little
+    with pytest.raises(ValueError, match="mean_tokens"):
+        ms.length_mix(0, 2048)
+
+
+def test_serving_plan_agrees_with_decode_and_prefill():
+    plan = ms.serving_plan("llama-3-70b", ["h100", "b200"], ttft_s=0.5, itl_s=0.03, prompt_tokens=4096,
+                           output_tokens=512)
+    by = {(c["device"], c["tp"]): c for c in plan.candidates}
+    assert not by[("H100-SXM", 1)]["fits"] and by[("B200-HGX", 1)]["fits"]
+    c = by[("H100-SXM", 4)]
+    b = int(c["max_batch"])
+    assert ms.decode("llama-3-70b", "h100", tp=4, batch=b, context_tokens=4608).time_s <= 0.03
+    slower = ms.decode("llama-3-70b", "h100", tp=4, batch=b + 1, context_tokens=4608)
+    assert slower.time_s > 0.03
+    assert c["ttft_s"] == pytest.approx(ms.prefill("llama-3-70b", "h100", prompt_tokens=4096, tp=4).time_s)
+    assert c["tokens_per_s"] == pytest.approx(b / ms.decode("llama-3-70b", "h100", tp=4, batch=b,
+                                                            context_tokens=4608).time_s)
+    best = plan.best
+    assert best["meets"] and all(best["tokens_per_s_per_gpu"] >= x["tokens_per_s_per_gpu"]
+                                 for x in plan.candidates if x["meets"])
+    assert "best" in str(plan) and len(plan.table_rows()) == len(plan.candidates)
+    none = ms.serving_plan("llama-3-70b", "a100-80gb", ttft_s=0.01, itl_s=0.001)
+    assert none.best is None and "none meets" in str(none)
+
+
+def test_utilization_is_achieved_over_dense_peak():
+    r = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=2048, precision="fp16")
+    assert r.utilization == pytest.approx(r.flops / r.time_s / 312e12)
+    assert 0.6 < r.utilization < 0.7                     # close to the 66 % TensorRT-LLM reached
+
+
+def test_decode_and_prefill_broadcast_over_hardware_fields():
+    """Array-valued hardware specs (sensitivity studies) give arrays, one per spec value."""
+    h = ms.scale_hardware(ms.hardware("h100"), bandwidth=np.array([0.5, 1.0, 2.0]))
+    itl = ms.decode("llama-3-8b", h, context_tokens=1024).time_s
+    assert itl.shape == (3,) and itl[0] > itl[1] > itl[2]
+    assert itl[1] == pytest.approx(ms.decode("llama-3-8b", "h100", context_tokens=1024).time_s)
+    ttft = ms.prefill("llama-3-8b", h, prompt_tokens=2048).time_s
+    assert ttft.shape == (3,)

@@ -11,7 +11,7 @@ config=_config.yml
 if command -v npm >/dev/null 2>&1; then
   (cd book/assets && npm ci --no-progress --ignore-scripts --loglevel=error)
   rm -rf book/_vendor && mkdir -p "$vendor/mathjax/output/chtml"
-  cp book/assets/node_modules/requirejs/require.js "$vendor/"
+  cp book/assets/node_modules/requirejs/require.js book/assets/widgets-offline.js "$vendor/"
   cp -r book/assets/node_modules/@jupyter-widgets/html-manager/dist/. "$vendor/"
   rm -f "$vendor"/*.map
   cp book/assets/node_modules/mathjax/es5/tex-mml-chtml.js "$vendor/mathjax/"
@@ -20,10 +20,12 @@ else
   echo "build_book: npm not found - offline assets skipped; the site will load MathJax and widgets from CDNs" >&2
   config=$(mktemp --suffix=.yml)
   python - "$config" <<'PY'
-import sys, yaml
+import os, sys, yaml
 cfg = yaml.safe_load(open("_config.yml"))
 for key in ("html_static_path", "mathjax_path", "nb_ipywidgets_js"):
     cfg["sphinx"]["config"].pop(key, None)
+for name, path in cfg["sphinx"].get("local_extensions", {}).items():  # paths are relative to the config
+    cfg["sphinx"]["local_extensions"][name] = os.path.abspath(path)
 yaml.safe_dump(cfg, open(sys.argv[1], "w"))
 PY
 fi

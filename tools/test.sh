@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Every test, in stages, with the time of each: unit/property/validation/widget/doctest tests,
-# nbval re-execution of every notebook, the offline book build (warnings are errors) and the
-# check that no page loads a remote script or style.
+# Every test, in stages, with the time of each: unit/property/validation/widget/doctest tests
+# (student copies included), nbval re-execution of every notebook, the offline book build
+# (warnings are errors), the check that no page loads a remote script or style, and a headless
+# Chromium test of the built pages (figures, math and widgets render; no request leaves the site).
+# Without Chromium the last stage fails and says so; MLSYSIM_SKIP_BROWSER=1 skips it instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONHASHSEED=0
 timings=()
+report() { echo "=== stage times"; printf '%s\n' "${timings[@]}"; }
+trap report EXIT  # the times print even when a stage fails
 stage() {
   local name=$1; shift
   local t0=$SECONDS
@@ -18,5 +22,5 @@ stage "notebooks (nbval)" python -m pytest -q -n 2 --dist loadfile -p no:cachepr
   --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
 stage "book build" bash tools/build_book.sh
 stage "offline site check" python tools/check_site.py _build/html
-echo "=== stage times"
-printf '%s\n' "${timings[@]}"
+stage "browser test" env MLSYSIM_SITE=_build/html python -m pytest -q -p no:cacheprovider \
+  tests/test_site_browser.py

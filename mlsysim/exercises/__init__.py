@@ -91,3 +91,8 @@ def check(exercise_id: str, answer) -> bool:
         if ex.hint:
             print(f"   Hint: {ex.hint}")
     return ok
+
+
+def ids(notebook: str) -> list[str]:
+    """Ids of every exercise of a notebook (``"00"``), in the order of their numbers."""
+    return sorted(_registry(str(notebook)), key=lambda i: [int(p) if p.isdigit() else p for p in i.split(".")])

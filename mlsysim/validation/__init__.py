@@ -7,7 +7,7 @@ that chapter is typed by hand.
 
 Two kinds of case:
 
-* ``"estimate"`` — passes when |predicted / published − 1| ≤ ``tolerance``.
+* ``"estimate"`` — passes when ``abs(predicted / published - 1) <= tolerance``.
 * ``"bound"`` — the model gives a physical limit (a roofline time can only be
   beaten by a faster machine). ``direction="lower"`` means the prediction must
   not exceed the published value, ``"upper"`` that it must not fall below it;
@@ -30,6 +30,8 @@ def areas() -> list[str]:
 
 @dataclass(frozen=True)
 class Case:
+    """One published value, the function that predicts it, and what the comparison accepts."""
+
     id: str
     area: str
     title: str
@@ -45,6 +47,8 @@ class Case:
 
 @dataclass(frozen=True)
 class Outcome:
+    """A case with its prediction: ``ratio`` predicted / published, ``miss`` and ``passed``."""
+
     case: Case
     predicted: float
 
@@ -55,6 +59,14 @@ class Outcome:
     @property
     def error(self) -> float:
         return self.ratio - 1.0
+
+    @property
+    def miss(self) -> float:
+        """The quantity the tolerance limits.
+
+        ``abs(ratio - 1)`` for an estimate; the gap ``1 - min(r, 1/r)`` for a bound.
+        """
+        return abs(self.error) if self.case.kind == "estimate" else 1.0 - min(self.ratio, 1 / self.ratio)
 
     @property
     def passed(self) -> bool:
@@ -77,3 +89,66 @@ def cases(selected_areas=None) -> list[Case]:
 def run(selected=None) -> list[Outcome]:
     """Evaluate cases (all by default) and return their outcomes."""
     return [Outcome(c, float(c.predict())) for c in (selected if selected is not None else cases())]
+
+
+def _kind(c: Case) -> str:
+    return c.kind if c.kind == "estimate" else f"{c.direction} bound"
+
+
+def _accepts(c: Case) -> str:
+    if c.kind == "estimate":
+        return f"within ±{c.tolerance:.0%}"
+    side = "≤" if c.direction == "lower" else "≥"
+    return f"{side} published, gap ≤ {c.tolerance:.0%}"
+
+
+def rows(outcomes: list[Outcome]) -> list[dict]:
+    """One printable row per outcome (for :func:`mlsysim.table`): values with units, the ratio
+    predicted / published, what the case accepts, the result and the source."""
+    from ..units import fmt
+    return [{"case": o.case.id, "what": o.case.title, "predicted": fmt(o.predicted, o.case.unit),
+             "published": fmt(o.case.published, o.case.unit), "ratio": f"{o.ratio:.3g}",
+             "kind": _kind(o.case), "accepts": _accepts(o.case), "result": "pass" if o.passed else "FAIL",
+             "source": o.case.source}
+            for o in outcomes]
+
+
+def _rule(row: dict) -> str:
+    """The accepts text without the side of a bound (the kind already says it)."""
+    return row["accepts"].replace("within ", "").replace("≤ published, ", "").replace("≥ published, ", "")
+
+
+@dataclass(frozen=True)
+class Report:
+    """Outcomes shown as a table: plain text in a terminal, a compact HTML table in a notebook
+    (each case's title and source under its id, so that the table fits a narrow page)."""
+
+    outcomes: tuple
+
+    def __str__(self) -> str:
+        from ..tables import table
+        return str(table(rows(list(self.outcomes))))
+
+    def _repr_html_(self) -> str:
+        import html
+        pad = "padding:0.3em 0.6em;vertical-align:top"
+        head = "".join(f"<th style='{pad};text-align:left'>{h}</th>"
+                       for h in ("case", "predicted", "published", "ratio", "accepts", "result"))
+        body = []
+        for r in rows(list(self.outcomes)):
+            e = {k: html.escape(v) for k, v in r.items()}
+            colour = "#2ca02c" if r["result"] == "pass" else "#d62728"
+            body.append(
+                f"<tr><td style='{pad}'><b>{e['case']}</b><br>{e['what']}<br>"
+                f"<span style='font-size:85%;color:#666'>{e['source']}</span></td>"
+                + "".join(f"<td style='{pad};white-space:nowrap'>{e[k]}</td>"
+                          for k in ("predicted", "published", "ratio"))
+                + f"<td style='{pad}'>{e['kind']}, {html.escape(_rule(r))}</td>"
+                f"<td style='{pad};color:{colour};font-weight:bold'>{e['result']}</td></tr>")
+        return (f"<table style='font-size:90%;width:100%'><thead><tr>{head}</tr></thead>"
+                f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def report(outcomes: list[Outcome]) -> Report:
+    """A :class:`Report` of ``outcomes`` (e.g. ``report(run())``)."""
+    return Report(tuple(outcomes))
