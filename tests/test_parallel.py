@@ -21,6 +21,14 @@ def test_korthikanti_175b_worked_number():
     assert r.dp == 1 and r.microbatches == 64
 
 
+@pytest.mark.parametrize("name", ["175B", "530B", "1T"])
+def test_korthikanti_hfu_minus_mfu_within_one_point(name):
+    from mlsysim.validation.training import KORTHIKANTI_RUNS, korthikanti
+    *_, mfu, hfu = next(r for r in KORTHIKANTI_RUNS if r[0] == name)
+    r = korthikanti(name)
+    assert 0 < r.hfu - r.mfu and abs((r.hfu - r.mfu) - (hfu - mfu)) <= 0.01
+
+
 def test_parts_add_up_and_units():
     r = ms.train_step("llama-3-70b", H100, tp=8, pp=4, interleave=2, zero_stage=1, **KW)
     assert sum(r.parts().values()) == pytest.approx(r.step_s)
