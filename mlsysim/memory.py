@@ -130,7 +130,7 @@ def recompute_code(recompute):
 def model_states_B(params, zero_stage: int = 0, dp: int = 1, optimizer: str = "adamw",
                    precision: str = "bf16"):
     """Per-GPU bytes of weights + gradients + master copy + optimizer states of ``params``
-    parameters (a count or a model record) replicated over ``dp`` ranks (ZeRO §3).
+    parameters (a count, a model record or name) replicated over ``dp`` ranks (ZeRO §3).
 
     >>> round(model_states_B(7.5e9) / 1e9), round(model_states_B(7.5e9, 3, 64) / 1e9, 3)
     (120, 1.875)
@@ -138,7 +138,8 @@ def model_states_B(params, zero_stage: int = 0, dp: int = 1, optimizer: str = "a
     check_integer("dp", dp)
     if zero_stage not in ZERO_STAGES:
         raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
-    m = params if hasattr(params, "params") else _Params(float(params))
+    m = _model(params) if isinstance(params, str) else params
+    m = m if hasattr(m, "params") else _Params(float(m))
     check_positive("params", m.params)
     w, g, ms_, o = bytes_per_param(m, optimizer, precision)
     f = [1.0 if zero_stage < k else 1.0 / dp for k in (1, 2, 3)]
@@ -242,6 +243,8 @@ def structure_violations(m: Transformer, tp, pp, cp, ep, dp, v, s) -> list[tuple
     out.append((pp * v > m.layers, f"pp × interleave exceeds the {m.layers} layers"))
     out.append(((v > 1) & (pp == 1), "interleaving needs pipeline parallelism (pp > 1)"))
     out.append((s % cp != 0, "cp does not divide seq_len"))
+    if m.learned_positions:
+        out.append((s > m.learned_positions, f"seq_len exceeds the {m.learned_positions:,} learned positions"))
     if m.is_moe:
         out.append(((m.experts % ep != 0) | (dp * cp % ep != 0),
                     f"ep must divide the {m.experts} experts and dp × cp"))

@@ -246,7 +246,8 @@ def footprints(results: Sequence, ax=None, title: str = ""):
 
 
 # --- distributed training (06) ---------------------------------------------
-def step_breakdown(labels: Sequence[str], steps: Sequence, share: bool = False, title: str = "", ax=None):
+def step_breakdown(labels: Sequence[str], steps: Sequence, share: bool = False, title: str = "", ax=None,
+                   xlabel: str = ""):
     """Stacked bars of where each training step's time goes (``TrainStep.parts()``):
     seconds, or with ``share`` the fraction of the step."""
     parts = [r.parts() for r in steps]
@@ -254,19 +255,32 @@ def step_breakdown(labels: Sequence[str], steps: Sequence, share: bool = False, 
     series = {k: [p[k] / (r.step_s if share else 1.0) for p, r in zip(parts, steps)] for k in names}
     fig = bars(list(labels), series, ylabel="share of the step" if share else "time per step (s)",
                title=title, ax=ax, stacked=True)
-    fig.axes[0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax_ = ax or fig.axes[0]
+    ax_.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if xlabel:
+        ax_.set_xlabel(xlabel)
     return fig
 
 
 def memory_breakdown(labels: Sequence[str], memories: Sequence, capacity_B: float | None = None,
-                     title: str = "", ax=None):
+                     title: str = "", ax=None, ymax_B: float | None = None):
     """Stacked bars of the per-GPU training memory (``TrainingMemory.parts()``) in GB,
-    with the device capacity as a dashed line."""
+    each labelled with its total, with the device capacity as a dashed line. ``ymax_B``
+    cuts the axis (taller bars run off the top; their label still gives the total)."""
     parts = [r.parts() for r in memories]
     names = [k for k in parts[0] if any(p[k] > 0 for p in parts)]
     series = {k: [p[k] / 1e9 for p in parts] for k in names}
     fig = bars(list(labels), series, ylabel="memory per GPU (GB)", title=title, ax=ax, stacked=True)
-    ax_ = fig.axes[0]
+    ax_ = ax or fig.axes[0]
+    top = ymax_B / 1e9 if ymax_B else None
+    if top:
+        ax_.set_ylim(0, top)
+    for i, r in enumerate(memories):
+        y = r.total_B / 1e9
+        clipped = top is not None and y > top
+        ax_.annotate(fmt(r.total_B, "B") + (" ↑" if clipped else ""), (i, top if clipped else y), ha="center",
+                     va="top" if clipped else "bottom", xytext=(0, -3 if clipped else 2),
+                     textcoords="offset points", fontsize=8, color="white" if clipped else "black")
     if capacity_B is not None:
         ax_.axhline(capacity_B / 1e9, color="#555555", ls="--", lw=1)
         ax_.annotate(f"capacity {fmt(capacity_B, 'B')}", (-0.4, capacity_B / 1e9), xytext=(0, 4),

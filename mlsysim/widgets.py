@@ -355,7 +355,7 @@ def parallel_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", nodes:
         "model": _dropdown("models", model, "model", options=[n for n in zoo("models") if not n.startswith(
             ("ResNet", "MobileNet"))]),
         "nodes": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048], value=nodes,
-                            description="nodes (× 8 GPUs)", style=style),
+                            description="nodes", style=style),
         "tp": W.Dropdown(options=[1, 2, 4, 8], value=tp, description="tensor (tp)", style=style),
         "pp": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=pp, description="pipeline (pp)", style=style),
         "microbatch": W.Dropdown(options=[1, 2, 4, 8, 16], value=microbatch, description="micro-batch", style=style),
@@ -396,31 +396,32 @@ def scaling_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", global_
     style = {"description_width": "8em"}
     controls = {
         "model": _dropdown("models", model, "model", options=["Llama-3-8B", "Llama-3-70B", "Llama-3.1-405B",
-                                                               "GPT-3-175B", "Mixtral-8x7B"]),
+                                                               "Mixtral-8x7B"]),
         "global_batch": W.Dropdown(options=[256, 512, 1024, 2048, 4096], value=global_batch,
                                    description="sequences/step", style=style),
         "overlap": W.FloatSlider(value=overlap, min=0.0, max=1.0, step=0.1, description="DP overlap", style=style),
     }
 
     def compute(model, global_batch, overlap):
-        out = []
+        out = {}
         for n in gpus:
             try:
-                out.append(best_parallelism(model, cluster(node, nodes=max(n // 8, 1)), global_batch, seq_len,
-                                            overlap=overlap).best)
-            except MlsysimError:
-                continue
-        if not out:
-            raise MlsysimError(f"{model} fits on none of the cluster sizes {gpus}")
+                out[n] = best_parallelism(model, cluster(node, nodes=max(n // 8, 1)), global_batch, seq_len,
+                                          overlap=overlap).best
+            except MlsysimError as e:
+                out[n] = str(e)
+        if all(isinstance(r, str) for r in out.values()):
+            raise MlsysimError(f"{model} has no feasible layout at any size: {next(iter(out.values()))}")
         return out
 
     def render(results):
-        labels = [f"{r.accelerators:,}" for r in results]
-        fig = plots.step_breakdown(labels, results, share=True,
-                                   title=f"{results[0].model}, {global_batch} × {seq_len} tokens per step")
-        fig.axes[0].set_xlabel("GPUs")
-        rows = [(f"{r.accelerators:,} GPUs", f"tp {r.tp} pp {r.pp} dp {r.dp}, ZeRO-{r.zero_stage}, "
-                                            f"{fmt(r.step_s, 's')}, MFU {r.mfu:.1%}") for r in results]
+        ok = {n: r for n, r in results.items() if not isinstance(r, str)}
+        first = next(iter(ok.values()))
+        fig = plots.step_breakdown([f"{n:,}" for n in ok], list(ok.values()), share=True, xlabel="GPUs",
+                                   title=f"{first.model}, {global_batch} × {seq_len} tokens per step")
+        rows = [(f"{n:,} GPUs", "no layout fits in memory" if isinstance(r, str) else
+                 f"tp {r.tp} pp {r.pp} dp {r.dp}, ZeRO-{r.zero_stage}, {fmt(r.step_s, 's')}, MFU {r.mfu:.1%}")
+                for n, r in results.items()]
         return rows, fig
 
     return Explorer(controls, compute, render, title="Scaling: the best layout at each size")

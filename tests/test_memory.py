@@ -137,7 +137,7 @@ def test_feasibility_against_hardware():
 
 
 def test_readable_result():
-    r = ms.training_memory("gpt-3", tp=8, pp=8)
+    r = ms.training_memory("gpt-3", tp=8, pp=8, seq_len=2048)
     text = str(r)
     for part in ("weights", "gradients", "optimizer states", "activations", "total"):
         assert part in text
@@ -165,6 +165,8 @@ def test_bad_input():
         ms.training_memory("llama-3-8b", ep=2)
     with pytest.raises(ValueError, match="seq_len"):
         ms.training_memory("llama-3-8b", seq_len=-1)
+    with pytest.raises(ms.InfeasibleError, match="learned positions"):
+        ms.training_memory("gpt-3", seq_len=4096)
     with pytest.raises(ValueError, match="tp"):
         ms.training_memory("llama-3-8b", tp=0)
     with pytest.raises(ValueError, match="Transformers"):

@@ -15,10 +15,18 @@ KW = dict(global_batch=1024, seq_len=4096)
 
 def test_korthikanti_175b_worked_number():
     c = ms.cluster("dgx-a100", nodes=8)
-    r = ms.train_step("gpt-3", c, global_batch=64, seq_len=2048, tp=8, pp=8, attention="eager")
+    r = ms.train_step("gpt-3", c, global_batch=64, seq_len=2048, tp=8, pp=8, attention="eager", efficiency=0.7)
     assert r.step_s == pytest.approx(13.75, rel=0.02) and r.mfu == pytest.approx(0.514, abs=0.005)
     assert r.bubble_fraction == pytest.approx(7 / 64)
     assert r.dp == 1 and r.microbatches == 64
+
+
+@pytest.mark.parametrize("name", ["175B", "530B", "1T"])
+def test_korthikanti_hfu_minus_mfu_within_one_point(name):
+    from mlsysim.validation.training import KORTHIKANTI_RUNS, korthikanti
+    *_, mfu, hfu = next(r for r in KORTHIKANTI_RUNS if r[0] == name)
+    r = korthikanti(name)
+    assert 0 < r.hfu - r.mfu and abs((r.hfu - r.mfu) - (hfu - mfu)) <= 0.01
 
 
 def test_parts_add_up_and_units():
@@ -219,7 +227,7 @@ def test_search_70b_on_1024_gpus():
 
 
 def test_search_rejects_impossible_requests():
-    with pytest.raises(ms.InfeasibleError, match="fits"):
+    with pytest.raises(ms.InfeasibleError, match="fits in the 80 GB"):
         ms.best_parallelism("llama-3.1-405b", ms.cluster("dgx-h100", nodes=1), 8, 4096)
     with pytest.raises(ValueError, match="no candidates"):
         ms.best_parallelism("llama-3-8b", H100, 1024, 4096, tp=[], pp=[1])
@@ -253,6 +261,8 @@ def test_parallel_explorer_updates_and_reports_infeasible():
 
 def test_scaling_explorer():
     ex = ms.widgets.scaling_explorer()
-    assert len(ex.result) >= 4 and "GPUs" in ex.summary_text()
+    assert isinstance(ex.result[8], str) and "fits" in ex.result[8]     # 70B does not fit on 8 GPUs
+    steps = [r for r in ex.result.values() if not isinstance(r, str)]
+    assert len(steps) >= 4 and "1,024 GPUs" in ex.summary_text()
     ex.controls["model"].value = "Llama-3-8B"
-    assert all(r.model == "Llama-3-8B" for r in ex.result)
+    assert all(r.model == "Llama-3-8B" for r in ex.result.values())
