@@ -10,7 +10,8 @@ head), one GPU spends
 
 * **compute** F / (η·P) + Q / B: F the hardware FLOPs of its share (forward 2·N per token
   plus attention; backward twice the forward; recomputation re-runs the forward of the
-  recomputed part, so HFU ≥ MFU), η the achieved fraction of the dense peak P in the
+  recomputed part; a causal FlashAttention kernel skips the masked half of the score
+  pairs), η the achieved fraction of the dense peak P in the
   kernels (``efficiency``), Q the activation traffic of the kernels that are not matrix
   multiplies (each activation written, read back and its gradient written: 3× the
   no-recompute activations) at the HBM bandwidth B;
@@ -38,7 +39,10 @@ backward (1.5× the DDP volume per micro-batch, ZeRO §7). The optimizer update 
 GPU's shard of the model states through HBM once.
 
 MFU = 3·(2·N + F_att)·tokens / (step · GPUs · P) counts every query–key pair of the
-sequence (PaLM App. B; Korthikanti Eq. 4); HFU adds what recomputation re-runs.
+sequence (PaLM App. B; Korthikanti Eq. 4); HFU counts what the hardware executes: it adds
+what recomputation re-runs but, with causal FlashAttention, only half of the pairs — so a
+run with little recomputation can show an HFU slightly *below* its MFU. The two agree in
+ordering (HFU ≥ MFU) whenever attention is eager or not causal.
 
 Assumptions: non-blocking fat-tree fabric and NVSwitch; α = 0 inside the node (MB-sized
 messages make it negligible); identical stages except for layer rounding and the head;
