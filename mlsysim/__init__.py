@@ -50,7 +50,7 @@ from .reasoning import ReasoningService, Routing, reasoning_service, routing
 
 # wafer (10)
 
-# audit (11)
+from .audit import Audit, AuditInfeasible, audit, audit_scenario, chinchilla_tokens
 
 __version__ = "0.1.0"
 
