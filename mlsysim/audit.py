@@ -248,10 +248,10 @@ class Audit:
                      else "embodied carbon of the hardware",
                      f"{fmt(f.it_power_W * f.pue, 'W')}, {fmt(f.energy_kWh * 1e3, 'Wh')}, {fmt_carbon(self.carbon_kg)}",
                      "-"))
-        parts = {"hardware depreciation": t.depreciation_usd, "maintenance": t.maintenance_usd,
+        parts = {"hardware (depreciation, support)": t.depreciation_usd + t.maintenance_usd,
                  "electricity": t.energy_usd, "carbon price": t.carbon_usd}
         big = max(parts, key=lambda k: float(parts[k]))
-        cost = (f"owned: ${fmt(t.total_usd, '', 3)}, {float(parts[big]) / float(t.total_usd):.0%} {big}"
+        cost = (f"owned: ${fmt(t.total_usd, '', 3)}, {float(parts[big]) / float(t.total_usd):.0%} of it"
                 if self.rental_usd is None else
                 f"rented: ${fmt(self.rental_usd, '', 3)} (owned ${fmt(t.total_usd, '', 3)})")
         rows.append(("cost", "GPU rental price" if self.rental_usd is not None else big, cost, "-"))
