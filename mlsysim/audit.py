@@ -573,7 +573,8 @@ def _fix(m, c: Cluster, global_batch, seq_len, kw, layout) -> str:
         bigger = c if k == 1 else _cluster(c, nodes=c.nodes * k)
         grow = "" if k == 1 else f"use {k}× the nodes ({bigger.nodes:,} nodes, {bigger.accelerators:,} GPUs)"
         for change, args in (([grow], kw), ([grow, relax], free_kw)):
-            if not all(change) or (args is free_kw and not given):
+            change = [x for x in change if x]
+            if not change or (args is free_kw and not given):
                 continue
             best = _fits(m, bigger, global_batch, seq_len, args)
             if best is not None:
