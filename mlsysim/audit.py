@@ -141,6 +141,15 @@ class Audit:
     wall_s: float
     waterfall: dict                    # label -> seconds, adding up to wall_s
     expect: dict = dataclasses.field(default_factory=dict)
+    inputs: dict = dataclasses.field(default_factory=dict, compare=False)   # audit()'s arguments
+
+    def what_if(self, nodes: int | None = None, **changes) -> "Audit":
+        """The same audit with some arguments changed, e.g. ``what_if(grid="quebec")``,
+        ``what_if(nodes=128)`` (the same node and fabric) or ``what_if(strategy="sync")``."""
+        kw = {**self.inputs, **changes}
+        if nodes is not None:
+            kw["cluster"] = _cluster(kw["cluster"], nodes=nodes)
+        return audit(kw.pop("model"), kw.pop("cluster"), **kw)
 
     # --- headline numbers ---
     @property
@@ -306,7 +315,7 @@ class Audit:
         return "\n".join(out)
 
     def __repr__(self) -> str:
-        return (f"Audit({self.model} on {self.accelerators:,} × {self.accelerator}: {self.days:.3g} days, "
+        return (f"Audit({self.model}, {self.accelerators:,} × {self.accelerator}: {self.days:.3g} d, "
                 f"MFU {self.mfu:.1%}, ${fmt(self.cost_usd, '', 3)}, {fmt_carbon(self.carbon_kg)})")
 
     def _repr_html_(self) -> str:
@@ -456,6 +465,7 @@ def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=
     >>> round(a.days, 1), round(a.mfu, 3), round(a.goodput.ratio, 3), a.checkpoint.strategy
     (31.1, 0.583, 0.953, 'async')
     """
+    inputs = {k: v for k, v in locals().items()}
     m, c, g = _model(model), _cluster(cluster), _grid(grid)
     if not isinstance(m, Transformer):
         raise MlsysimError(f"audit models Transformer training; {m.name} is a {type(m).__name__}")
@@ -532,7 +542,7 @@ def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=
                    search=search, step=step, unlimited_memory_step_s=float(free.step_s),
                    unlimited_memory_layout=_layout(free).split(",")[0], data=data, checkpoint=ck,
                    strategies=strategies, goodput=gp, footprint=fp, tco=cost, rental_usd=rent, wall_s=wall,
-                   waterfall=waterfall, expect=dict(expect or {}))
+                   waterfall=waterfall, expect=dict(expect or {}), inputs=inputs)
     result.check()  # bad assertions are errors now, not when printed
     return result
 
