@@ -46,9 +46,9 @@ from .economics import TCO, TrainingRun, capex_usd, rental_usd, tco, training_ru
 
 from .reasoning import ReasoningService, Routing, reasoning_service, routing
 
-# sensitivity (09)
+from .sensitivity import hardware_sensitivity, inverse_roofline, scale_hardware, sensitivity, solve_for
 
-# wafer (10)
+from .wafer import weight_streaming, weights_resident, wafers_needed
 
 from .audit import Audit, AuditInfeasible, audit, audit_scenario, chinchilla_tokens
 

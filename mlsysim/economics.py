@@ -85,7 +85,7 @@ def assumptions():
 
 
 def cloud_offer(name) -> CloudOffer:
-    """A sourced rental price by name (``zoo`` of them: :func:`cloud_offers`).
+    """A sourced rental price by name (the names: ``cloud_offers()``).
 
     >>> cloud_offer("aws-p5").usd_per_accelerator_hour
     12.29

@@ -247,7 +247,7 @@ def footprints(results: Sequence, ax=None, title: str = ""):
 
 # --- distributed training (06) ---------------------------------------------
 def step_breakdown(labels: Sequence[str], steps: Sequence, share: bool = False, title: str = "", ax=None):
-    """Stacked bars of where each training step's time goes (:meth:`TrainStep.parts`):
+    """Stacked bars of where each training step's time goes (``TrainStep.parts()``):
     seconds, or with ``share`` the fraction of the step."""
     parts = [r.parts() for r in steps]
     names = [k for k in parts[0] if any(p[k] > 0 for p in parts)]
@@ -260,7 +260,7 @@ def step_breakdown(labels: Sequence[str], steps: Sequence, share: bool = False, 
 
 def memory_breakdown(labels: Sequence[str], memories: Sequence, capacity_B: float | None = None,
                      title: str = "", ax=None):
-    """Stacked bars of the per-GPU training memory (:meth:`TrainingMemory.parts`) in GB,
+    """Stacked bars of the per-GPU training memory (``TrainingMemory.parts()``) in GB,
     with the device capacity as a dashed line."""
     parts = [r.parts() for r in memories]
     names = [k for k in parts[0] if any(p[k] > 0 for p in parts)]
@@ -316,6 +316,95 @@ def side_by_side(x, left: dict, right: dict, xlabel: str, left_ylabel: str, righ
 
 
 # --- analysis (09, 10) -----------------------------------------------------
+def tornado(sens, ax=None, title: str | None = None):
+    """Tornado diagram of a :class:`~mlsysim.sensitivity.Sensitivity`: the change of the result
+    when each input moves down or up by the step, most influential input on top."""
+    items = sens.ranked()[::-1]
+    fig, ax = _figure(ax, size=(7.5, 0.9 + 0.55 * len(items)))
+    y = np.arange(len(items))
+    h = f"{sens.rel_step:.0%}"
+    low = np.array([it.low for it in items]) * 100
+    high = np.array([it.high for it in items]) * 100
+    ax.barh(y, low, 0.6, color=PALETTE[0], label=f"input -{h}")
+    ax.barh(y, high, 0.6, color=PALETTE[1], label=f"input +{h}")
+    for yi, it in zip(y, items):
+        if np.isnan(it.low) or np.isnan(it.high):
+            ax.annotate("infeasible", (0, yi), xytext=(6, -3), textcoords="offset points", fontsize=8)
+    ax.axvline(0, color="#333333", lw=1)
+    ax.set_yticks(y, [f"{it.name}  (e = {it.shown()})" for it in items])
+    ax.set_xlabel(f"change of {sens.output} (%)")
+    ax.grid(axis="y", visible=False)
+    ax.set_title(title or f"What moves {sens.output}" + (f" ({sens.bound}-bound)" if sens.bound else ""))
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def elasticities(grid: dict, inputs: Sequence[str] = ("peak", "bandwidth"), title: str = ""):
+    """Small multiples of elasticities: one panel per input, one group per row key of ``grid``
+    (e.g. a regime), one bar per column key (e.g. a device). ``grid[row][col]`` is a
+    :class:`~mlsysim.sensitivity.Sensitivity`. A bar shows the central value; at a kink a
+    black line spans the two one-sided values."""
+    rows = list(grid)
+    cols = list(grid[rows[0]])
+    fig, axes = plt.subplots(1, len(inputs), figsize=(3.9 * len(inputs), 4.2), sharey=True,
+                             layout="constrained", squeeze=False)
+    width, idx = 0.8 / len(cols), np.arange(len(rows))
+    for ax, name in zip(axes[0], inputs):
+        for j, col in enumerate(cols):
+            its = [grid[r][col][name] for r in rows]
+            x = idx - 0.4 + width * (j + 0.5)
+            ax.bar(x, [it.elasticity for it in its], width, color=PALETTE[j % len(PALETTE)], label=col)
+            for xi, it in zip(x, its):
+                if it.kink:
+                    ax.plot([xi, xi], [it.down, it.up], color="black", lw=2)
+        ax.axhline(0, color="#333333", lw=1)
+        ax.set_xticks(idx, rows, rotation=25, ha="right", fontsize=8)
+        ax.set_title(f"elasticity to {name}", fontsize=10)
+    axes[0][0].set_ylabel("elasticity of the result")
+    axes[0][0].legend(fontsize=8, loc="lower left")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def weight_streaming(r, ideal=None, ax=None, title: str | None = None):
+    """Sweep times of a weight-streaming result over an array of batches (log–log).
+
+    ``r`` is the sweep on the real device (NaN past its SRAM limit); ``ideal``, the same
+    sweep on a copy with unlimited SRAM, is drawn dashed so that the unreachable part
+    shows. Vertical lines mark the compute-bound batch and the SRAM limit.
+    """
+    fig, ax = _figure(ax)
+    x = np.asarray(r.batch, dtype=float)
+    lines = [("forward: compute", "forward_compute_s", PALETTE[0])]
+    if r.phase == "training":
+        lines.append(("backward: compute", "backward_compute_s", PALETTE[2]))
+        same = np.allclose(np.asarray(r.forward_stream_s), np.asarray(r.backward_stream_s), equal_nan=True)
+        lines += ([("weight stream, each sweep", "forward_stream_s", PALETTE[1])] if same else
+                  [("forward: weight stream", "forward_stream_s", PALETTE[1]),
+                   ("backward: weight stream", "backward_stream_s", PALETTE[3])])
+    else:
+        lines.append(("weight stream", "forward_stream_s", PALETTE[1]))
+    for label, field, color in lines:
+        ax.loglog(x, np.asarray(getattr(r, field)) * 1e3, "-", color=color, lw=2, label=label)
+        if ideal is not None:
+            ax.loglog(x, np.asarray(getattr(ideal, field)) * 1e3, "--", color=color, lw=1)
+    need = float(np.atleast_1d(r.compute_bound_batch)[0])
+    cap = float(np.atleast_1d(r.max_batch)[0])
+    ax.axvline(need, color="#333333", ls=":", lw=1.5)
+    ax.annotate(f"compute-bound from {need:,.0f}", (need, 0.02), xycoords=("data", "axes fraction"),
+                xytext=(4, 0), textcoords="offset points", fontsize=8, rotation=90, va="bottom")
+    ax.axvline(cap, color="#555555", ls="-.", lw=1.5)
+    ax.annotate(f"SRAM full at {cap:,.0f}", (cap, 0.02), xycoords=("data", "axes fraction"),
+                xytext=(-12, 0), textcoords="offset points", fontsize=8, rotation=90, va="bottom")
+    ax.set_xlabel(f"batch (sequences of {float(np.atleast_1d(r.tokens_per_sequence)[0]):,.0f} tokens per wafer)")
+    ax.set_ylabel("time per sweep (ms)")
+    ax.set_title(title or f"{r.workload} {r.phase} on {r.hardware}: weights streamed at "
+                          f"{fmt(r.injection_Bps, 'B/s')}")
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
 
 
 # --- audit (11) ------------------------------------------------------------

@@ -283,10 +283,13 @@ def _evaluate(m, hw: Hardware, precision: str, args: dict, efficiency, mem_effic
     peak = hw.peak(precision) * efficiency
     bw = hw.memory_bw_Bps * mem_efficiency
     compute_s, memory_s = c.flops / peak, c.bytes / bw
+    time_s, fits = _maximum(compute_s, memory_s), c.footprint_B <= hw.memory_B
+    if np.ndim(time_s) > np.ndim(fits):  # array-valued hardware specs: one verdict per element
+        fits = np.broadcast_to(fits, np.broadcast_shapes(np.shape(fits), np.shape(time_s)))
     values = dict(flops=c.flops, bytes=c.bytes, weight_bytes=c.weight_bytes, kv_bytes=c.kv_bytes,
                   activation_bytes=c.activation_bytes, footprint_B=c.footprint_B, capacity_B=hw.memory_B,
                   peak_flops=peak, bandwidth_Bps=bw, compute_s=compute_s, memory_s=memory_s,
-                  time_s=_maximum(compute_s, memory_s), feasible=c.footprint_B <= hw.memory_B)
+                  time_s=time_s, feasible=fits)
     return phase, tokens, values
 
 

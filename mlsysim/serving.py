@@ -531,11 +531,14 @@ def _window(m: Transformer, context, tokens):
 def _masked(values: dict, fits, masks, on_fail) -> tuple[dict, object, str]:
     """Scalar: raise via ``on_fail`` if it does not fit. Arrays: NaN where infeasible, with reasons."""
     masks = [(mk, why) for mk, why in masks if mk is not None]
-    if isinstance(fits, (bool, np.bool_)) and not masks:
+    scalar = all(np.ndim(v) == 0 for v in values.values())
+    if isinstance(fits, (bool, np.bool_)) and not masks and scalar:
         if not fits:
             on_fail()
         return {k: (v if type(v) is float else float(v)) for k, v in values.items()}, True, ""
-    feasible = np.asarray(fits)
+    # arrays may come from any input, hardware fields included: the verdict takes their shape
+    shape = np.broadcast_shapes(np.shape(fits), *(np.shape(v) for v in values.values()))
+    feasible = np.broadcast_to(np.asarray(fits), shape)
     reasons = [] if feasible.all() else ["needs more memory than the device has"]
     for mk, why in masks:
         feasible = feasible & mk

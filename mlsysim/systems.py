@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
+import numpy as np
+
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_integer, check_positive
 
 
@@ -46,7 +48,9 @@ class Hardware:
     def __post_init__(self):
         if not self.peak_flops:
             raise MlsysimError(f"{self.name}: peak_flops needs at least one precision")
-        peaks = {str(k).lower(): float(v) for k, v in dict(self.peak_flops).items()}
+        # a peak may be an array (a sweep or a sensitivity perturbs specs); solvers broadcast over it
+        peaks = {str(k).lower(): float(v) if np.ndim(v) == 0 else np.asarray(v, dtype=float)
+                 for k, v in dict(self.peak_flops).items()}
         for k, v in peaks.items():
             check_positive(f"{self.name}.peak_flops[{k!r}]", v)
         object.__setattr__(self, "peak_flops", MappingProxyType(peaks))

@@ -573,6 +573,92 @@ def reasoning_explorer(model: str = "Llama-3-70B", hardware: str = "H100-SXM", s
 
 
 # --- analysis (09, 10) -----------------------------------------------------
+def sensitivity_explorer(workload: str = "Llama-3-8B", hardware: str = "H100-SXM", phase: str = "decode",
+                         batch: int = 1, seq_len: int = 2048, context_tokens: int = 0,
+                         target_ms: float = 2.0) -> Explorer:
+    """Explore :func:`mlsysim.hardware_sensitivity` and :func:`mlsysim.inverse_roofline` on one pass:
+    a tornado of elasticities and the bandwidth or FLOP/s a target time needs."""
+    from .sensitivity import hardware_sensitivity, inverse_roofline
+    controls = {
+        "workload": _dropdown("models", workload, "workload"),
+        "hardware": _dropdown("hardware", hardware, "device"),
+        "phase": W.Dropdown(options=["decode", "prefill", "training"], value=phase, description="phase",
+                            style={"description_width": "8em"}),
+        "batch": _log_slider("batch", batch, 0, 12),
+        "seq_len": W.IntSlider(value=seq_len, min=128, max=8192, step=128, description="prompt tokens",
+                               style={"description_width": "8em"}),
+        "context_tokens": W.IntSlider(value=context_tokens, min=0, max=32768, step=512, description="context",
+                                      style={"description_width": "8em"}),
+        "target_ms": W.FloatLogSlider(value=target_ms, base=10, min=-2, max=4, step=0.1,
+                                      description="target (ms)", readout_format=".3g",
+                                      style={"description_width": "8em"}),
+    }
+
+    def compute(workload, hardware, phase, batch, seq_len, context_tokens, target_ms):
+        kw = dict(phase=phase, context_tokens=context_tokens) if phase == "decode" else \
+            dict(phase=phase, seq_len=seq_len)
+        sens = hardware_sensitivity(roofline, workload, hardware, inputs={"batch": batch}, **kw)
+        need = "bandwidth" if sens.bound == "memory" else "peak"
+        try:
+            req = inverse_roofline(workload, hardware, target_s=target_ms * 1e-3, solve_for=need,
+                                   batch=batch, **kw)
+            verdict = (f"{fmt(req.bandwidth_Bps, 'B/s')} ({req.bandwidth_factor:.3g}x)" if need == "bandwidth"
+                       else f"{fmt(req.peak_flops, 'FLOP/s')} ({req.peak_factor:.3g}x)")
+        except MlsysimError as e:
+            verdict = f"none: {e}"
+        return sens, need, target_ms, verdict
+
+    def render(result):
+        sens, need, target_ms, verdict = result
+        fig = plots.tornado(sens)
+        rows = [("time per pass", f"{fmt(sens.value, 's')} ({sens.bound}-bound)")]
+        rows += [(f"elasticity to {it.name}", it.shown()) for it in sens.ranked()]
+        rows.append((f"{need} for {target_ms:.3g} ms", verdict))
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Where to invest: elasticities and the inverse roofline")
+
+
+def wafer_explorer(workload: str = "Llama-3-8B", hardware: str = "Cerebras-WSE-3", seq_len: int = 2048,
+                   recompute: str = "full", batch: int = 8) -> Explorer:
+    """Explore :func:`mlsysim.wafer.weight_streaming`: sweep times against the batch on the wafer, the
+    batch at which streaming turns compute-bound and the batch the SRAM holds."""
+    import numpy as np
+    from .sensitivity import scale_hardware
+    from .wafer import weight_streaming
+    controls = {
+        "workload": _dropdown("models", workload, "workload",
+                              options=[n for n in zoo("models") if n not in ("ResNet-50", "ResNet-18", "MobileNetV2")]),
+        "hardware": W.Dropdown(options=["Cerebras-WSE-2", "Cerebras-WSE-3", "H100-SXM", "B200-HGX"], value=hardware,
+                               description="device", style={"description_width": "8em"}),
+        "seq_len": W.IntSlider(value=seq_len, min=256, max=8192, step=256, description="tokens/sequence",
+                               style={"description_width": "8em"}),
+        "recompute": W.Dropdown(options=["none", "full"], value=recompute, description="recompute",
+                                style={"description_width": "8em"}),
+        "batch": _log_slider("batch", batch, 0, 10),
+    }
+
+    def compute(workload, hardware, seq_len, recompute, batch):
+        at = weight_streaming(workload, hardware, batch=batch, seq_len=seq_len, recompute=recompute)
+        sweep = np.geomspace(1, max(4 * float(at.compute_bound_batch), 4 * float(batch), 8), 48)
+        real = weight_streaming(workload, hardware, batch=sweep, seq_len=seq_len, recompute=recompute)
+        ideal = weight_streaming(workload, scale_hardware(hardware, capacity=1e6), batch=sweep,
+                                 seq_len=seq_len, recompute=recompute)
+        return at, real, ideal
+
+    def render(result):
+        at, real, ideal = result
+        fig = plots.weight_streaming(real, ideal)
+        rows = [("step time", f"{fmt(at.time_s, 's')} ({at.bound}-bound)"),
+                ("utilization", fmt(at.utilization, "%")),
+                ("streaming ridge", f"{at.ridge:.3g} FLOP/B, intensity {at.intensity:.3g}"),
+                ("SRAM", f"{fmt(at.sram_needed_B, 'B')} of {fmt(at.sram_B, 'B')}"),
+                ("verdict", at.verdict())]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Weight streaming: injection, compute and SRAM")
+
+
 
 
 # --- audit (11) ------------------------------------------------------------

@@ -301,3 +301,13 @@ def test_utilization_is_achieved_over_dense_peak():
     r = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=2048, precision="fp16")
     assert r.utilization == pytest.approx(r.flops / r.time_s / 312e12)
     assert 0.6 < r.utilization < 0.7                     # close to the 66 % TensorRT-LLM reached
+
+
+def test_decode_and_prefill_broadcast_over_hardware_fields():
+    """Array-valued hardware specs (sensitivity studies) give arrays, one per spec value."""
+    h = ms.scale_hardware(ms.hardware("h100"), bandwidth=np.array([0.5, 1.0, 2.0]))
+    itl = ms.decode("llama-3-8b", h, context_tokens=1024).time_s
+    assert itl.shape == (3,) and itl[0] > itl[1] > itl[2]
+    assert itl[1] == pytest.approx(ms.decode("llama-3-8b", "h100", context_tokens=1024).time_s)
+    ttft = ms.prefill("llama-3-8b", h, prompt_tokens=2048).time_s
+    assert ttft.shape == (3,)
