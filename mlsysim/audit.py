@@ -25,7 +25,7 @@ cost what Daly's model (Daly 2006) says, so with the goodput G (ETTR)
 
     T_wall = S · T_step / (U · G)
 
-**Where the time goes** (the waterfall, every part in seconds and adding up to T_wall):
+**Where the time goes** (the waterfall, every part in seconds and adding up to T_wall)::
 
     ideal        = S · F_model / (n · P)                 MFU = 100 % (F_model: the MFU FLOP count)
     efficiency   = S · (compute + optimizer) − ideal     kernels below peak, recomputation,
@@ -451,9 +451,9 @@ def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=
     pipeline, data_storage, workers : the input pipeline (:func:`~mlsysim.datapipe.datapipe`),
         read from ``data_storage`` (default: ``storage``) by every GPU's loader.
     node_failures_per_day : a measured failure rate replacing the component model.
-    utilization, carbon_price_usd_per_t, node_price_usd, price_usd_per_kWh,
-        embodied_kg_per_node : passed to :func:`~mlsysim.sustainability.footprint` and
-        :func:`~mlsysim.economics.tco`.
+    utilization, carbon_price_usd_per_t, embodied_kg_per_node : passed to
+        :func:`~mlsysim.sustainability.footprint` and :func:`~mlsysim.economics.tco`.
+    node_price_usd, price_usd_per_kWh : passed to :func:`~mlsysim.economics.tco`.
     rental : a cloud offer name or a price per GPU-hour: the run is rented instead of owned.
     expect : assertions ``{metric: {min: x, max: y}}`` on :meth:`Audit.metrics`.
 
