@@ -317,7 +317,7 @@ class Audit:
 
     def __repr__(self) -> str:
         return (f"Audit({self.model}, {self.accelerators:,} × {self.accelerator}: {self.days:.3g} d, "
-                f"MFU {self.mfu:.1%}, ${fmt(self.cost_usd, '', 3)}, {fmt_carbon(self.carbon_kg)})")
+                f"${fmt(self.cost_usd, '', 3)}, {fmt_carbon(self.carbon_kg)})")
 
     def _repr_html_(self) -> str:
         from .tables import table
