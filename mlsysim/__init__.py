@@ -50,7 +50,7 @@ from .sensitivity import hardware_sensitivity, inverse_roofline, scale_hardware,
 
 from .wafer import weight_streaming, weights_resident, wafers_needed
 
-# audit (11)
+from .audit import Audit, AuditInfeasible, audit, audit_scenario, chinchilla_tokens
 
 __version__ = "0.1.0"
 

@@ -1,15 +1,34 @@
 """The ``mlsysim`` command line.
 
-    mlsysim assign notebooks/ --out student/        # student copies of the notebooks
+    mlsysim zoo hardware                               # what the registries hold, with key specs
+    mlsysim roofline llama-3-8b h100 --batch 8         # one pass: compute- or memory-bound?
+    mlsysim serve llama-3-70b h100 --tp 4 --batch 16   # TTFT, ITL and throughput of a batch
+    mlsysim train llama-3-70b dgx-h100 --nodes 64      # fastest layout and its step
+    mlsysim checkpoint llama-3-70b dgx-h100 --nodes 64 --strategy async
+    mlsysim audit examples/llama3_70b_audit.yaml       # every wall of a training run
+    mlsysim audit scenario.yaml --json                 # the same as JSON, for scripts
+    mlsysim assign notebooks/ --out student/           # student copies of the notebooks
     mlsysim assign notebooks/ --out source/ps1 --nbgrader
-    mlsysim score --execute submitted/alice/               # exercises answered correctly
+    mlsysim score --execute submitted/alice/           # exercises answered correctly
+
+Output is a readable table; ``--json`` prints one JSON object whose numbers are plain SI
+values with the unit in the key (``time_s``, ``memory_B``, ``bandwidth_Bps``, ``energy_J``,
+``cost_usd``; fractions are unitless) and whose ``schema`` names its layout
+(``mlsysim.audit/1`` is documented in :meth:`mlsysim.audit.Audit.to_dict`; the others list
+their keys in their ``_json_<name>`` function below). A scenario file for ``audit`` is YAML
+holding :func:`mlsysim.audit` arguments, ``model`` and ``cluster`` at least, and optional
+assertions ``expect: {mfu: {min: 0.35}, days: {max: 90}}`` on the audit's metrics.
+
+Exit status: 0 success; 1 a scenario assertion failed; 2 bad input (an unknown name, a
+negative size, a missing file: one line on stderr); 3 an infeasible configuration (the
+reason, and for ``audit`` a suggested fix, on stderr; with ``--json`` also
+``{"feasible": false, "reason": ..., "fix": ...}`` on stdout).
 
 Each subcommand is one ``_add_<name>(commands)`` function that declares its
 arguments and sets ``run`` to a ``_run_<name>(args) -> int`` function; list the
 ``_add_`` function in :data:`COMMANDS`. Run functions import what they need
-when they run, so that ``mlsysim --help`` stays instant. Errors from the
-package (:class:`~mlsysim.errors.MlsysimError`) print as one line and exit with
-status 2; :func:`emit` prints a result as text or, with ``--json``, as JSON.
+when they run, so that ``mlsysim --help`` stays instant. :func:`emit` prints a
+result as text or, with ``--json``, as JSON.
 """
 from __future__ import annotations
 
@@ -106,8 +125,332 @@ def _run_score(args) -> int:
     return 0
 
 
+# --- shared arguments --------------------------------------------------------------------
+
+def _cluster_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("cluster", help="a cluster preset or a node name (mlsysim zoo clusters)")
+    p.add_argument("--nodes", type=int, help="number of nodes (default: the preset's, or 1)")
+    p.add_argument("--fabric", help="scale-out fabric (default: the node's)")
+
+
+def _cluster_of(args):
+    from .registry import cluster
+    return cluster(args.cluster, nodes=args.nodes, fabric=args.fabric)
+
+
+def _cands(text: str | None, kind=int):
+    """'8' or '4,8' -> [8] or [4, 8]; None stays None (the search's default)."""
+    if text is None:
+        return None
+    try:
+        return [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"expected a value or a comma-separated list, got {text!r}") from None
+
+
+def _number(text: str):
+    """A number written as 1.4e12 or 1.4T (k, M, G, T, P suffixes), or a word for the solver."""
+    scale = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
+    t = text.strip()
+    try:
+        return float(t[:-1]) * scale[t[-1].lower()] if t[-1].lower() in scale else float(t)
+    except (ValueError, IndexError):
+        return t
+
+
+# --- zoo --------------------------------------------------------------------------------------
+
+ZOO_KINDS = ("hardware", "models", "clusters", "nodes", "fabrics", "grids", "optimizers")
+
+
+def _add_zoo(commands) -> None:
+    p = commands.add_parser("zoo", help="list the registries (hardware, models, clusters, grids) with key specs",
+                            description="List one registry with its key specifications, each entry "
+                                        "with its source.")
+    p.add_argument("kind", nargs="?", default="hardware", choices=ZOO_KINDS, help="registry (default hardware)")
+    add_json_flag(p)
+    p.set_defaults(run=_run_zoo)
+
+
+def _zoo_row(kind: str, r) -> dict:
+    """One registry record as SI numbers with units in the keys (the JSON of ``mlsysim zoo``)."""
+    if kind == "hardware":
+        return {"name": r.name, "kind": r.kind, "year": r.year, "peak_flops": dict(r.peak_flops),
+                "memory_B": r.memory_B, "memory_bw_Bps": r.memory_bw_Bps, "tdp_W": r.tdp_W,
+                "scaleup_Bps": r.scaleup_Bps, "host_link_Bps": r.host_link_Bps, "source": r.source}
+    if kind == "models":
+        out = {"name": r.name, "type": type(r).__name__.lower(), "params": float(r.params),
+               "active_params": float(r.active_params)}
+        if hasattr(r, "layers"):
+            out.update(layers=r.layers, d_model=r.d_model, heads=r.heads, kv_heads=r.kv_heads, vocab=r.vocab,
+                       max_context=r.max_context, experts=r.experts)
+        else:
+            out.update(flops_per_sample=float(r.flops_per_sample), resolution=r.resolution)
+        return {**out, "source": r.source}
+    if kind in ("clusters", "nodes"):
+        node = getattr(r, "node", r)
+        count = getattr(r, "nodes", 1)
+        fab = r.fabric.name if hasattr(r, "fabric") else node.default_fabric
+        out = {"name": r.name, "node": node.name, "nodes": count, "accelerator": node.accelerator.name,
+               "accelerators": count * node.accelerators, "fabric": fab,
+               "nic_Bps_per_accelerator": node.nics * node.nic_Bps / node.accelerators,
+               "host_memory_B": node.host_memory_B, "system_power_W": node.system_power_W}
+        return {**out, "source": r.source}
+    if kind == "fabrics":
+        return {"name": r.name, "kind": r.kind, "port_Bps": r.port_Bps, "latency_s": r.latency_s,
+                "source": r.source}
+    if kind == "grids":
+        return {"name": r.name, "region": r.region, "carbon_g_per_kWh": r.carbon_g_per_kWh, "pue": r.pue,
+                "price_usd_per_kWh": r.price_usd_per_kWh, "wue_L_per_kWh": r.wue_L_per_kWh, "source": r.source}
+    return {"name": r.name, "full_states": r.full_states, "state_bytes": r.state_bytes,
+            "master_bytes": r.master_bytes, "source": r.source}
+
+
+def _zoo_text(kind: str, row: dict) -> dict:
+    from .units import fmt
+    opt = lambda v, unit: "-" if v is None else fmt(v, unit)  # noqa: E731
+    if kind == "hardware":
+        peak = row["peak_flops"].get("bf16") or max(row["peak_flops"].values())
+        return {"name": row["name"], "kind": row["kind"], "bf16 (dense)": fmt(peak, "FLOP/s"),
+                "memory": fmt(row["memory_B"], "B"), "bandwidth": fmt(row["memory_bw_Bps"], "B/s"),
+                "TDP": opt(row["tdp_W"], "W"), "scale-up/dir": opt(row["scaleup_Bps"], "B/s")}
+    if kind == "models":
+        shape = (f"{row['layers']} × {row['d_model']}, {row['heads']}/{row['kv_heads'] or row['heads']} heads"
+                 if "layers" in row else f"{row['resolution']} px")
+        return {"name": row["name"], "type": row["type"], "params": fmt(row["params"]),
+                "active": fmt(row["active_params"]), "shape": shape,
+                "context": f"{row['max_context']:,}" if "max_context" in row else "-"}
+    if kind in ("clusters", "nodes"):
+        return {"name": row["name"], "GPUs": f"{row['accelerators']:,}", "accelerator": row["accelerator"],
+                "node": row["node"], "fabric": row["fabric"],
+                "NIC/GPU/dir": fmt(row["nic_Bps_per_accelerator"], "B/s"), "node power": fmt(row["system_power_W"], "W")}
+    if kind == "fabrics":
+        return {"name": row["name"], "kind": row["kind"], "port/dir": fmt(row["port_Bps"], "B/s"),
+                "latency": fmt(row["latency_s"], "s")}
+    if kind == "grids":
+        price = row["price_usd_per_kWh"]
+        return {"name": row["name"], "region": row["region"], "gCO2e/kWh": f"{row['carbon_g_per_kWh']:g}",
+                "PUE": f"{row['pue']:.2f}", "$/kWh": "-" if price is None else f"{price:.3g}"}
+    return {k: str(v) for k, v in row.items() if k != "source"}
+
+
+def _run_zoo(args) -> int:
+    from .registry import zoo
+    from .tables import table
+    rows = [_zoo_row(args.kind, r) for r in zoo(args.kind, records=True)]
+    if args.json:
+        emit({"schema": "mlsysim.zoo/1", "kind": args.kind, "entries": rows}, args)
+    else:
+        print(table([_zoo_text(args.kind, r) for r in rows], title=f"{args.kind} ({len(rows)})"))
+    return 0
+
+
+# --- roofline, serve -----------------------------------------------------------------------
+
+def _add_roofline(commands) -> None:
+    p = commands.add_parser("roofline", help="one pass of a model on a device: time and its bound",
+                            description="Roofline time of one pass (decode step, prefill, training step, "
+                                        "or CNN inference) and whether compute or memory bounds it.")
+    p.add_argument("model")
+    p.add_argument("hardware")
+    p.add_argument("--phase", help="decode, prefill or training (inference or training for a CNN)")
+    p.add_argument("--batch", type=float, default=1, help="sequences or images (default 1)")
+    p.add_argument("--precision", default="bf16")
+    p.add_argument("--seq-len", type=int, help="new tokens per sequence (prefill, training)")
+    p.add_argument("--context", type=int, default=0, help="cached tokens before the pass (default 0)")
+    add_json_flag(p)
+    p.set_defaults(run=_run_roofline)
+
+
+def _json_roofline(r) -> dict:
+    """Keys: schema, model, hardware, phase, precision, batch, flops, bytes_B, compute_s, memory_s,
+    time_s, intensity_flop_per_B, ridge_flop_per_B, bound, tokens_per_s, footprint_B, capacity_B."""
+    return {"schema": "mlsysim.roofline/1", "model": r.workload, "hardware": r.hardware, "phase": r.phase,
+            "precision": r.precision, "batch": r.batch, "flops": r.flops, "bytes_B": r.bytes,
+            "compute_s": r.compute_s, "memory_s": r.memory_s, "time_s": r.time_s,
+            "intensity_flop_per_B": r.intensity, "ridge_flop_per_B": r.ridge, "bound": r.bound,
+            "tokens_per_s": r.tokens_per_s, "footprint_B": r.footprint_B, "capacity_B": r.capacity_B}
+
+
+def _run_roofline(args) -> int:
+    from .roofline import roofline
+    r = roofline(args.model, args.hardware, batch=args.batch, precision=args.precision, phase=args.phase,
+                 seq_len=args.seq_len, context_tokens=args.context)
+    emit(_json_roofline(r) if args.json else r, args)
+    return 0
+
+
+def _add_serve(commands) -> None:
+    p = commands.add_parser("serve", help="serve a batch of requests: TTFT, ITL, tokens/s, memory",
+                            description="A batch of requests from prompt to last token on a tensor-"
+                                        "parallel group: time to first token, mean inter-token latency, "
+                                        "end-to-end time, throughput and memory per GPU.")
+    p.add_argument("model")
+    p.add_argument("hardware")
+    p.add_argument("--tp", type=int, default=1, help="GPUs in the tensor-parallel group (default 1)")
+    p.add_argument("--batch", type=float, default=1, help="requests decoding together (default 1)")
+    p.add_argument("--prompt", type=float, default=2048, help="prompt tokens (default 2048)")
+    p.add_argument("--output", type=float, default=256, help="generated tokens (default 256)")
+    p.add_argument("--precision", default="bf16")
+    add_json_flag(p)
+    p.set_defaults(run=_run_serve)
+
+
+def _json_serve(g) -> dict:
+    """Keys: schema, model, hardware, tp, batch, prompt_tokens, output_tokens, ttft_s, itl_s, e2e_s,
+    tokens_per_s, footprint_B, capacity_B."""
+    return {"schema": "mlsysim.serve/1", "model": g.workload, "hardware": g.hardware, "tp": g.tp,
+            "batch": g.batch, "prompt_tokens": g.prompt_tokens, "output_tokens": g.output_tokens,
+            "ttft_s": g.ttft_s, "itl_s": g.itl_s, "e2e_s": g.e2e_s, "tokens_per_s": g.tokens_per_s,
+            "footprint_B": g.footprint_B, "capacity_B": g.capacity_B}
+
+
+def _run_serve(args) -> int:
+    from .serving import generate
+    g = generate(args.model, args.hardware, prompt_tokens=args.prompt, output_tokens=args.output, batch=args.batch,
+                 precision=args.precision, tp=args.tp)
+    emit(_json_serve(g) if args.json else g, args)
+    return 0
+
+
+# --- train, checkpoint ------------------------------------------------------------------------
+
+def _add_train(commands) -> None:
+    p = commands.add_parser("train", help="fastest parallel layout of a training step on a cluster",
+                            description="Search every tensor/pipeline/data-parallel layout, micro-batch, "
+                                        "interleave, ZeRO stage and recomputation that fits in memory "
+                                        "and report the fastest training step.")
+    p.add_argument("model")
+    _cluster_args(p)
+    p.add_argument("--global-batch", type=int, default=512, help="sequences per step (default 512)")
+    p.add_argument("--seq-len", type=int, default=8192, help="tokens per sequence (default 8192)")
+    p.add_argument("--tp", help="tensor-parallel degree(s), e.g. 8 or 4,8 (default: search)")
+    p.add_argument("--pp", help="pipeline-parallel degree(s) (default: search)")
+    p.add_argument("--zero", help="ZeRO stage(s) (default: search 0-3)")
+    p.add_argument("--recompute", help="none, selective or full, or a list (default: search)")
+    p.add_argument("--efficiency", type=float, default=None, help="achieved fraction of peak in the kernels")
+    p.add_argument("--precision", default="bf16")
+    p.add_argument("--top", type=int, default=5, help="layouts to rank (default 5)")
+    add_json_flag(p)
+    p.set_defaults(run=_run_train)
+
+
+def _json_train(s) -> dict:
+    """Keys: schema, model, cluster, accelerators, layout {tp, pp, dp, cp, ep, micro_batch,
+    microbatches, interleave, zero_stage, recompute}, step_s, compute_s, comm_s, bubble_s,
+    optimizer_s, mfu, hfu, tokens_per_s, memory_per_gpu_B, capacity_B, evaluated, feasible."""
+    b = s.best
+    return {"schema": "mlsysim.train/1", "model": b.model, "cluster": b.cluster, "accelerators": b.accelerators,
+            "layout": {"tp": b.tp, "pp": b.pp, "dp": b.dp, "cp": b.cp, "ep": b.ep, "micro_batch": b.micro_batch,
+                       "microbatches": b.microbatches, "interleave": b.interleave, "zero_stage": b.zero_stage,
+                       "recompute": b.recompute},
+            "step_s": b.step_s, "compute_s": b.compute_s, "comm_s": b.comm_s, "bubble_s": b.bubble_s,
+            "optimizer_s": b.optimizer_s, "mfu": b.mfu, "hfu": b.hfu, "tokens_per_s": b.tokens_per_s,
+            "memory_per_gpu_B": b.memory_per_gpu_B, "capacity_B": b.memory.capacity_B,
+            "evaluated": s.evaluated, "feasible": s.feasible}
+
+
+def _run_train(args) -> int:
+    from .parallel import DEFAULT_EFFICIENCY, best_parallelism
+    kw = {k: v for k, v in dict(tp=_cands(args.tp), pp=_cands(args.pp), zero_stage=_cands(args.zero),
+                                recompute=_cands(args.recompute, str)).items() if v is not None}
+    s = best_parallelism(args.model, _cluster_of(args), args.global_batch, args.seq_len, precision=args.precision,
+                         efficiency=args.efficiency or DEFAULT_EFFICIENCY, top=args.top, **kw)
+    emit(_json_train(s) if args.json else s, args)
+    return 0
+
+
+def _add_checkpoint(commands) -> None:
+    p = commands.add_parser("checkpoint", help="checkpoint size, stall, restore and goodput on a cluster",
+                            description="Size of a training checkpoint, its write and restore times on a "
+                                        "storage tier, the stall per checkpoint, Daly's interval for the "
+                                        "cluster's MTBF, and the goodput that follows.")
+    p.add_argument("model")
+    _cluster_args(p)
+    p.add_argument("--strategy", default="sync", help="sync, async or in-memory (default sync)")
+    p.add_argument("--storage", default="lustre", help="lustre, tectonic or s3 (default lustre)")
+    p.add_argument("--tp", type=int, default=8, help="tensor-parallel degree (default 8)")
+    p.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree (default 1)")
+    p.add_argument("--zero", type=int, default=1, help="ZeRO stage (default 1)")
+    p.add_argument("--optimizer", default="adamw")
+    p.add_argument("--interval", type=float, help="seconds of training between checkpoints (default: Daly's)")
+    add_json_flag(p)
+    p.set_defaults(run=_run_checkpoint)
+
+
+def _json_checkpoint(c) -> dict:
+    """Keys: schema, model, cluster, strategy, storage, size_B, rank_B, stall_s, write_s, restore_s,
+    interval_s, young_s, daly_s, mtbf_s, overhead_fraction, goodput."""
+    return {"schema": "mlsysim.checkpoint/1", "model": c.model, "cluster": c.cluster, "strategy": c.strategy,
+            "storage": c.storage, "size_B": c.size_B, "rank_B": c.rank_B, "stall_s": c.stall_s,
+            "write_s": c.write_s, "restore_s": c.restore_s, "interval_s": c.interval_s, "young_s": c.young_s,
+            "daly_s": c.daly_s, "mtbf_s": c.mtbf_s, "overhead_fraction": c.overhead_fraction,
+            "goodput": c.goodput}
+
+
+def _run_checkpoint(args) -> int:
+    from .checkpoint import checkpoint
+    c = checkpoint(args.model, _cluster_of(args), optimizer=args.optimizer, interval_s=args.interval,
+                   strategy=args.strategy, tp=args.tp, pp=args.pp, zero_stage=args.zero, storage=args.storage)
+    emit(_json_checkpoint(c) if args.json else c, args)
+    return 0
+
+
+# --- audit ------------------------------------------------------------------------------------
+
+def _add_audit(commands) -> None:
+    p = commands.add_parser(
+        "audit", help="audit a training run end to end: every wall, days, energy, carbon, cost",
+        description="Audit a training run: layout and step, input pipeline, checkpoints and failures, "
+                    "wall clock, energy, carbon and cost, and the binding wall in each domain. Give a "
+                    "scenario file (YAML with the arguments of mlsysim.audit and optional 'expect' "
+                    "assertions), options, or both (options override the file). Exit status 1 when an "
+                    "assertion fails, 2 for bad input, 3 when the configuration cannot run.")
+    p.add_argument("scenario", nargs="?", help="YAML scenario file (e.g. examples/llama3_70b_audit.yaml)")
+    p.add_argument("--model", help="model name")
+    p.add_argument("--cluster", help="cluster preset or node name")
+    p.add_argument("--nodes", type=int, help="number of nodes")
+    p.add_argument("--fabric", help="scale-out fabric")
+    p.add_argument("--tokens", help="training tokens (e.g. 1.4e12 or 1.4T) or 'chinchilla'")
+    p.add_argument("--grid", help="electricity grid / region (mlsysim zoo grids)")
+    p.add_argument("--global-batch", type=int, help="sequences per step")
+    p.add_argument("--seq-len", type=int, help="tokens per sequence")
+    p.add_argument("--strategy", help="checkpoint strategy: sync, async or in-memory (default: the best)")
+    p.add_argument("--storage", help="checkpoint storage tier")
+    p.add_argument("--efficiency", type=float, help="achieved fraction of peak in the kernels")
+    p.add_argument("--rental", help="rent instead of owning: a cloud offer name or USD per GPU-hour")
+    add_json_flag(p)
+    p.set_defaults(run=_run_audit)
+
+
+def _run_audit(args) -> int:
+    from .audit import _read_scenario, audit_scenario
+    spec = _read_scenario(args.scenario) if args.scenario else {}
+    cluster = spec.get("cluster")
+    if args.cluster or args.nodes or args.fabric:
+        base = cluster if isinstance(cluster, dict) else {"node": cluster} if cluster else {}
+        base = {("node" if k == "name" else k): v for k, v in base.items()}
+        for k, v in (("node", args.cluster), ("nodes", args.nodes), ("fabric", args.fabric)):
+            if v is not None:
+                base[k] = v
+        spec["cluster"] = base
+    for key, value in (("model", args.model), ("tokens", args.tokens and _number(args.tokens)),
+                       ("grid", args.grid), ("global_batch", args.global_batch), ("seq_len", args.seq_len),
+                       ("strategy", args.strategy), ("storage", args.storage), ("efficiency", args.efficiency),
+                       ("rental", args.rental and _number(args.rental))):
+        if value is not None:
+            spec[key] = value
+    if not spec.get("model") or not spec.get("cluster"):
+        raise ValueError("give a scenario file or --model and --cluster")
+    a = audit_scenario(spec)
+    emit(a.to_dict() if args.json else a, args)
+    for message in a.failed:
+        print(f"mlsysim audit: expectation failed: {message}", file=sys.stderr)
+    return 1 if a.failed else 0
+
+
 #: The subcommands' ``_add_<name>`` functions, in the order ``mlsysim --help`` lists them.
-COMMANDS = [_add_assign, _add_score]
+COMMANDS = [_add_zoo, _add_roofline, _add_serve, _add_train, _add_checkpoint, _add_audit, _add_assign, _add_score]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -132,10 +475,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         p.print_help()
         return 2
-    from .errors import MlsysimError
+    from .errors import InfeasibleError
     try:
         return args.run(args)
-    except MlsysimError as e:
+    except InfeasibleError as e:
+        print(f"mlsysim {args.command}: infeasible: {e}", file=sys.stderr)
+        if getattr(args, "json", False):
+            print(json.dumps({"feasible": False, "reason": getattr(e, "reason", str(e)),
+                              "fix": getattr(e, "fix", "")}, indent=2))
+        return 3
+    except (ValueError, TypeError, OSError) as e:  # MlsysimError is a ValueError
         print(f"mlsysim {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -328,7 +328,7 @@ def _min(*xs):
 
 def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None, storage="local-nvme",
              readers=1, seq_len=None, storage_Bps=None, host_link_Bps=None, precision="bf16",
-             efficiency=1.0, mem_efficiency=1.0, optimizer="adamw") -> DataPipe:
+             efficiency=1.0, mem_efficiency=1.0, optimizer="adamw", accelerator_sps=None) -> DataPipe:
     """Throughput of each input-pipeline stage and what the accelerator receives (module docstring).
 
     Parameters
@@ -345,6 +345,9 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
     seq_len : tokens per sequence for a Transformer (default 2,048).
     host_link_Bps : host-to-device bandwidth per direction (default: the device's ``host_link_Bps``).
     precision, efficiency, mem_efficiency, optimizer : passed to the roofline training pass.
+    accelerator_sps : samples per second the accelerator consumes, from a step model other than
+        the one-device roofline (e.g. :func:`~mlsysim.parallel.train_step` for a model sharded
+        over many GPUs); replaces the roofline pass (``step_s`` = batch / rate, ``step_flops`` NaN).
 
     Every numeric argument accepts an array and broadcasts. A training step that does not
     fit in device memory raises :class:`~mlsysim.errors.InfeasibleError` (scalar call) or
@@ -375,16 +378,21 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
     if p.kind == "image":
         tokens = 1.0
         sample_B, device_B, per_worker = p.stored_B, p.device_B, p.samples_per_core_s
-        r = roofline(m, hw, batch=batch, precision=precision, phase="training", efficiency=efficiency,
-                     mem_efficiency=mem_efficiency, optimizer=optimizer)
+        pass_kw = dict(batch=batch)
     else:
         tokens = 2048.0 if seq_len is None else _num(seq_len)
         check_positive("seq_len", tokens)
         sample_B = tokens * stored_bytes_per_token(m, p)
         device_B = tokens * p.device_B
         per_worker = math.inf if p.text_Bps_per_core is None else p.text_Bps_per_core / (p.text_B_per_token * tokens)
-        r = roofline(m, hw, batch=batch, precision=precision, phase="training", seq_len=tokens,
-                     efficiency=efficiency, mem_efficiency=mem_efficiency, optimizer=optimizer)
+        pass_kw = dict(batch=batch, seq_len=tokens)
+    if accelerator_sps is None:
+        r = roofline(m, hw, precision=precision, phase="training", efficiency=efficiency,
+                     mem_efficiency=mem_efficiency, optimizer=optimizer, **pass_kw)
+    else:
+        check_positive("batch", batch)
+        check_positive("accelerator_sps", accelerator_sps)
+        r = _Given(batch=_num(batch), time_s=_num(batch) / _num(accelerator_sps))
     by_bandwidth = read_Bps / sample_B
     storage_sps = (_min(by_bandwidth, tier.reads_per_s) if p.one_file_per_sample else by_bandwidth) / readers
     cpu_sps = _min(workers, cores) * per_worker
@@ -404,6 +412,17 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
                     delivered_sps=delivered, step_s=r.time_s, step_flops=r.flops, per_worker_sps=per_worker,
                     workers_needed=0.0 if math.isinf(per_worker) else needed, feasible=feasible,
                     reason=r.reason)
+
+
+@dataclass(frozen=True)
+class _Given:
+    """A training step whose rate comes from the caller instead of the roofline."""
+
+    batch: object
+    time_s: object
+    flops: float = math.nan
+    feasible: bool = True
+    reason: str = ""
 
 
 def _pipeline_for(m, name) -> Pipeline:

@@ -422,6 +422,59 @@ def weight_streaming(r, ideal=None, ax=None, title: str | None = None):
 
 
 # --- audit (11) ------------------------------------------------------------
+def waterfall(parts: dict, total_label: str = "wall clock", scale: float = 86400.0, unit: str = "days",
+              title: str = "", ax=None):
+    """Horizontal waterfall: the first part is the base bar, each next part floats on the
+    running total (a negative part shrinks it), and the last bar is the total.
+
+    ``parts`` maps labels to values in SI units (seconds for :attr:`Audit.waterfall
+    <mlsysim.audit.Audit.waterfall>`), shown divided by ``scale`` in ``unit``.
+    """
+    labels = list(parts) + [total_label]
+    values = np.array([float(v) for v in parts.values()]) / scale
+    total = values.sum()
+    fig, ax = _figure(ax, size=(7.5, 0.42 * len(labels) + 1.3))
+    y = np.arange(len(labels))
+    start = np.concatenate([[0.0], np.cumsum(values)[:-1]])
+    colors = [PALETTE[0]] + [PALETTE[1] if v > 0 else PALETTE[2] for v in values[1:]]
+    ax.barh(y[:-1], values, left=start, color=colors, height=0.6)
+    ax.barh(y[-1], total, color="#555555", height=0.6)
+    for i, (x0, v) in enumerate(zip(start, values)):
+        ax.annotate((f"+{v:.3g}" if i else f"{v:.3g}") + f" ({fmt(v / total, '%', 2)})", (max(x0, x0 + v), i),
+                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+        if i:
+            ax.plot([x0, x0], [i - 1.3, i + 0.3], color="#999999", lw=0.8, ls=":")
+    ax.annotate(f"{total:.3g} {unit}", (total, y[-1]), xytext=(4, 0), textcoords="offset points",
+                va="center", fontsize=8, fontweight="bold")
+    ax.set_yticks(y, labels, fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlim(0, total * 1.22)
+    ax.grid(False, axis="y")
+    ax.set_xlabel(unit)
+    ax.set_title(title or f"Where the time goes: ideal at peak to {total_label}")
+    return fig
+
+
+def panels(labels: Sequence[str], metrics: dict, title: str = "", highlight: int | None = 0):
+    """One bar panel per metric (``metrics`` maps a panel title to one value per label), side by
+    side, each bar labelled with its value; bar ``highlight`` (the baseline) is drawn in grey."""
+    n = len(metrics)
+    fig, axes = plt.subplots(1, n, figsize=(min(3.2 * n, 9.5), 3.6), layout="constrained", squeeze=False)
+    idx = np.arange(len(labels))
+    for ax, (name, values) in zip(axes[0], metrics.items()):
+        v = np.asarray(values, dtype=float)
+        colors = [("#999999" if i == highlight else PALETTE[i % len(PALETTE)]) for i in idx]
+        ax.bar(idx, v, 0.7, color=colors)
+        for i, x in enumerate(v):
+            ax.annotate(f"{x:.3g}", (i, x), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=8)
+        ax.set_xticks(idx, labels, rotation=35, ha="right", fontsize=8)
+        ax.set_title(name, fontsize=9)
+        ax.set_ylim(0, np.nanmax(v) * 1.15)
+        ax.grid(False, axis="x")
+    if title:
+        fig.suptitle(title)
+    return fig
+
 
 
 # --- accuracy (book) -------------------------------------------------------

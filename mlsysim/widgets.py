@@ -663,3 +663,46 @@ def wafer_explorer(workload: str = "Llama-3-8B", hardware: str = "Cerebras-WSE-3
 
 
 # --- audit (11) ------------------------------------------------------------
+def audit_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", nodes: int = 64,
+                   grid: str = "Virginia", tokens_per_param: float = 20.0, strategy: str = "best",
+                   efficiency: float = 0.70, global_batch: int = 512, seq_len: int = 8192) -> Explorer:
+    """Explore :func:`mlsysim.audit`: model, cluster, region, token budget, checkpoint strategy
+    and kernel efficiency; the summary names the binding walls and the figure is the waterfall."""
+    from .audit import audit
+    from .economics import _data as _prices
+    from .registry import _key, cluster
+    style = {"description_width": "8em"}
+    priced = _prices()["node_price"]
+    nodes_ = [n for n in zoo("nodes") if _key(n) in priced]
+    grids = [g.name for g in zoo("grids", records=True) if g.price_usd_per_kWh is not None]
+    controls = {
+        "model": _dropdown("models", model, "model", options=_transformers()),
+        "node": _dropdown("nodes", node, "node", options=nodes_),
+        "nodes": _log_slider("nodes", nodes, 0, 11),
+        "grid": _dropdown("grids", grid, "region", options=grids),
+        "tokens_per_param": W.FloatLogSlider(value=tokens_per_param, base=10, min=0, max=3, step=0.05,
+                                             description="tokens/param", readout_format=".3g", style=style),
+        "strategy": W.Dropdown(options=["best", "sync", "async", "in-memory"], value=strategy,
+                               description="checkpoints", style=style),
+        "efficiency": W.FloatSlider(value=efficiency, min=0.3, max=1.0, step=0.05, description="kernel η",
+                                    style=style),
+    }
+
+    def compute(model, node, nodes, grid, tokens_per_param, strategy, efficiency):
+        from .audit import chinchilla_tokens
+        return audit(model, cluster(node, nodes=int(nodes)), chinchilla_tokens(model, tokens_per_param), grid,
+                     global_batch=global_batch, seq_len=seq_len, efficiency=efficiency,
+                     strategy=None if strategy == "best" else strategy)
+
+    def render(a):
+        fig = plots.waterfall(a.waterfall, title=f"{a.model} on {a.accelerators:,} × {a.accelerator}, {a.grid}")
+        rows = [("wall clock", f"{a.days:.3g} days ({a.wall_s / a.waterfall['ideal at peak']:.2f} × ideal)"),
+                ("layout", a.layout), ("MFU", f"{a.mfu:.1%} (over the wall clock {a.effective_mfu:.1%})"),
+                ("checkpoints", f"{a.checkpoint.strategy}, goodput {fmt(a.goodput.ratio, '%')}"),
+                ("largest loss", a.largest_loss),
+                ("energy, carbon", f"{fmt(a.footprint.energy_kWh * 1e3, 'Wh')}, {a.carbon_kg / 1e3:.3g} tCO2e"),
+                ("cost (owned)", "$" + fmt(a.cost_usd, "", 3))]
+        rows += [(r["domain"], r["binding wall"]) for r in a.walls()]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Full-stack audit of a training run")

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from mlsysim import cli
 from mlsysim.assign import read
@@ -99,3 +100,110 @@ def test_score_counts_correct_exercises(tmp_path, capsys):
     assert cli.main(["score", "--json", str(tmp_path / nb.name)]) == 0
     marks = json.loads(capsys.readouterr().out)[str(tmp_path / nb.name)]
     assert len(marks) == n and not any(marks.values())  # a fresh student copy has no outputs
+
+
+# --- the solver commands, run as a user runs them (a subprocess) ------------------------------------
+
+EXAMPLE = ROOT / "examples" / "llama3_70b_audit.yaml"
+
+
+def _mlsysim(*args):
+    return subprocess.run([sys.executable, "-m", "mlsysim.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT)
+
+
+def test_help_lists_every_command_and_stays_fast():
+    t0 = time.perf_counter()
+    r = _mlsysim("--help")
+    wall = time.perf_counter() - t0
+    assert r.returncode == 0
+    for name in ("zoo", "roofline", "serve", "train", "checkpoint", "audit", "assign", "score"):
+        assert f"    {name}" in r.stdout
+    assert wall < 1.0, f"mlsysim --help took {wall:.2f} s"
+
+
+def test_audit_of_the_example_scenario_as_json():
+    r = _mlsysim("audit", EXAMPLE, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["schema"] == "mlsysim.audit/1" and d["feasible"] and d["model"] == "Llama-3-70B"
+    assert d["accelerators"] == 512 and all(c["passed"] for c in d["expect"])
+    assert {c["metric"] for c in d["expect"]} == {"mfu", "days", "goodput"}
+    assert d["metrics"]["wall_s"] == d["waterfall_s"]["wall_s"]
+    import mlsysim as ms
+    assert d["metrics"]["days"] == ms.audit_scenario(EXAMPLE).days
+
+
+def test_audit_text_and_options_override_the_scenario():
+    r = _mlsysim("audit", EXAMPLE, "--grid", "quebec", "--nodes", "128")
+    assert r.returncode == 0, r.stderr
+    assert "Walls by domain" in r.stdout and "Quebec grid" in r.stdout and "1,024 × H100-SXM" in r.stdout
+    r = _mlsysim("audit", "--model", "llama-3-8b", "--cluster", "dgx-h100", "--nodes", "8", "--tokens", "0.2T",
+                 "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["tokens"] == 0.2e12
+
+
+def test_failed_assertion_exits_1_with_a_message(tmp_path):
+    f = tmp_path / "tight.yaml"
+    f.write_text(EXAMPLE.read_text().replace("days: {max: 90}", "days: {max: 5}"))
+    r = _mlsysim("audit", f)
+    assert r.returncode == 1
+    assert "expectation failed: days =" in r.stderr and "breaks days <= 5" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_infeasible_exits_3_with_reason_and_fix():
+    r = _mlsysim("audit", "--model", "llama-3-70b", "--cluster", "dgx-h100", "--nodes", "1", "--json")
+    assert r.returncode == 3 and "Traceback" not in r.stderr
+    assert r.stderr.startswith("mlsysim audit: infeasible: No layout") and "Suggested fix" in r.stderr
+    d = json.loads(r.stdout)
+    assert d["feasible"] is False and "80 GB" in d["reason"] and "nodes" in d["fix"]
+    r = _mlsysim("roofline", "llama-3-70b", "h100", "--phase", "training", "--seq-len", "4096")
+    assert r.returncode == 3 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("audit", "missing.yaml"), ("audit",), ("audit", "--model", "gpt-9", "--cluster", "dgx-h100"),
+    ("roofline", "llama-3-8b", "h1000"), ("serve", "llama-3-8b", "h100", "--batch", "-1"),
+    ("train", "llama-3-70b", "dgx-h100", "--tp", "four"), ("checkpoint", "llama-3-70b", "dgx-h100",
+                                                            "--strategy", "fast"),
+    ("zoo", "planets"),
+])
+def test_bad_input_exits_2_without_a_traceback(args):
+    r = _mlsysim(*args)
+    assert r.returncode == 2, (args, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and r.stderr.strip()
+
+
+def test_bad_scenario_value_is_one_line(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("model: llama-3-70b\ncluster: dgx-h100\nglobal_batch: many\n")
+    r = _mlsysim("audit", f)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_zoo_lists_with_key_specs_and_as_json():
+    r = _mlsysim("zoo", "hardware")
+    assert r.returncode == 0 and "H100-SXM" in r.stdout and "989 TFLOP/s" in r.stdout
+    for kind in ("hardware", "models", "clusters", "grids"):
+        d = json.loads(_mlsysim("zoo", kind, "--json").stdout)
+        assert d["schema"] == "mlsysim.zoo/1" and d["kind"] == kind and d["entries"]
+        assert all(e["source"] for e in d["entries"])
+    h100 = next(e for e in json.loads(_mlsysim("zoo", "--json").stdout)["entries"] if e["name"] == "H100-SXM")
+    assert h100["memory_B"] == 80e9 and h100["peak_flops"]["bf16"] == pytest.approx(989.4e12, rel=1e-3)
+
+
+def test_solver_commands_print_tables_and_json():
+    import mlsysim as ms
+    d = json.loads(_mlsysim("roofline", "llama-3-8b", "h100", "--batch", "8", "--json").stdout)
+    assert d["schema"] == "mlsysim.roofline/1" and d["bound"] == "memory"
+    assert d["time_s"] == ms.roofline("llama-3-8b", "h100", batch=8).time_s
+    d = json.loads(_mlsysim("serve", "llama-3-70b", "h100", "--tp", "4", "--batch", "16", "--json").stdout)
+    assert d["ttft_s"] == ms.generate("llama-3-70b", "h100", batch=16, tp=4).ttft_s
+    r = _mlsysim("train", "llama-3-70b", "dgx-h100", "--nodes", "64", "--tp", "8", "--json")
+    d = json.loads(r.stdout)
+    assert d["layout"]["tp"] == 8 and d["step_s"] > 0 and 0 < d["mfu"] < 1
+    r = _mlsysim("checkpoint", "llama-3-70b", "dgx-h100", "--nodes", "64", "--strategy", "async")
+    assert r.returncode == 0 and "stall per checkpoint" in r.stdout
+    d = json.loads(_mlsysim("checkpoint", "llama-3-70b", "dgx-h100", "--nodes", "64", "--json").stdout)
+    assert d["size_B"] == ms.checkpoint("llama-3-70b", ms.cluster("dgx-h100", nodes=64), tp=8).size_B

@@ -4,7 +4,10 @@ Each notebook's exercises live in ``exercises/nbNN.py`` (or several modules
 ``nbNN_<part>.py``) as a list ``EXERCISES`` of :class:`Exercise` records. The expected answer is computed by the package
 when it is checked (never typed), so it cannot drift from the solvers; a
 numeric answer is accepted within a relative tolerance, a text answer when it
-matches one of the accepted words (case and spacing ignored).
+matches one of the accepted words (case and spacing ignored). An exercise with
+many right answers (propose a change that meets a target) has an ``accept``
+predicate that judges the reader's own answer; its ``expected()`` is one right
+answer.
 """
 from __future__ import annotations
 
@@ -21,7 +24,11 @@ from ..units import fmt
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise: ``expected()`` computes the answer; ``unit`` formats numbers with :func:`fmt`."""
+    """One exercise: ``expected()`` computes the answer; ``unit`` formats numbers with :func:`fmt`.
+
+    ``accept``, when given, decides instead whether an answer is right (for exercises with
+    many right answers); ``expected()`` then returns one of them.
+    """
 
     id: str
     question: str
@@ -29,6 +36,7 @@ class Exercise:
     rtol: float = 0.02
     unit: str = ""
     hint: str = ""
+    accept: Callable[[object], bool] | None = None
 
 
 def _modules(notebook: str) -> list[str]:
@@ -64,6 +72,8 @@ def _norm(text) -> str:
 
 
 def is_correct(exercise: Exercise, answer) -> bool:
+    if exercise.accept is not None:
+        return bool(exercise.accept(answer))
     expected = exercise.expected()
     if isinstance(expected, bool):
         return isinstance(answer, bool) and answer == expected
@@ -85,8 +95,8 @@ def check(exercise_id: str, answer) -> bool:
     if ok:
         print(f"✅ {exercise_id} correct: {_show(answer, ex.unit)}")
     else:
-        tol = f" (accepted within ±{ex.rtol:.0%})" if isinstance(ex.expected(), (int, float)) and not \
-            isinstance(ex.expected(), bool) else ""
+        tol = f" (accepted within ±{ex.rtol:.0%})" if ex.accept is None and isinstance(
+            ex.expected(), (int, float)) and not isinstance(ex.expected(), bool) else ""
         print(f"❌ {exercise_id} not yet: your answer is {_show(answer, ex.unit)}{tol}.")
         if ex.hint:
             print(f"   Hint: {ex.hint}")
