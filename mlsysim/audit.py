@@ -43,8 +43,8 @@ sweep by calling it in a loop (a few milliseconds per call) or call the vectoris
 it composes.
 
 Worked number (tested): Llama-3-70B on 1.41T tokens (Chinchilla), 64 DGX H100 nodes on NDR
-InfiniBand in Virginia, batch 512 × 8,192 tokens: 336,427 steps of 6.11 s (MFU 65.2 %) on
-tp 4 × dp 128 with ZeRO-3, async checkpoints, goodput 99.8 %: 23.8 days, 104 tCO2e, and $529k
+InfiniBand in Virginia, batch 512 × 8,192 tokens: 336,427 steps of 6.53 s (MFU 61.1 %) on
+tp 4 × dp 128 with ZeRO-3, async checkpoints, goodput 99.8 %: 25.5 days, 111 tCO2e, and $565k
 as the run's share of owning the cluster.
 """
 from __future__ import annotations
@@ -464,9 +464,9 @@ def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=
     >>> import mlsysim as ms
     >>> a = ms.audit("llama-3-70b", ms.cluster("dgx-h100", nodes=64), grid="virginia", global_batch=512)
     >>> round(a.days, 1), round(a.mfu, 3), round(a.goodput.ratio, 3), a.checkpoint.strategy
-    (23.8, 0.652, 0.998, 'async')
+    (25.5, 0.611, 0.998, 'async')
     >>> round(a.carbon_kg / 1e3), round(a.cost_usd / 1e3)      # tCO2e, k$ to own
-    (104, 529)
+    (111, 565)
     """
     inputs = {k: v for k, v in locals().items()}
     m, c, g = _model(model), _cluster(cluster), _grid(grid)

@@ -663,9 +663,14 @@ def wafer_explorer(workload: str = "Llama-3-8B", hardware: str = "Cerebras-WSE-3
 
 
 # --- audit (11) ------------------------------------------------------------
+def _default_efficiency() -> float:
+    from .parallel import DEFAULT_EFFICIENCY
+    return DEFAULT_EFFICIENCY
+
+
 def audit_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", nodes: int = 64,
                    grid: str = "Virginia", tokens_per_param: float = 20.0, strategy: str = "best",
-                   efficiency: float = 0.70, global_batch: int = 512, seq_len: int = 8192) -> Explorer:
+                   efficiency: float | None = None, global_batch: int = 512, seq_len: int = 8192) -> Explorer:
     """Explore :func:`mlsysim.audit`: model, cluster, region, token budget, checkpoint strategy
     and kernel efficiency; the summary names the binding walls and the figure is the waterfall."""
     from .audit import audit
@@ -684,7 +689,7 @@ def audit_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", nodes: in
                                              description="tokens/param", readout_format=".3g", style=style),
         "strategy": W.Dropdown(options=["best", "sync", "async", "in-memory"], value=strategy,
                                description="checkpoints", style=style),
-        "efficiency": W.FloatSlider(value=efficiency, min=0.3, max=1.0, step=0.05, description="kernel η",
+        "efficiency": W.FloatSlider(value=_default_efficiency() if efficiency is None else efficiency, min=0.3, max=1.0, step=0.05, description="kernel η",
                                     style=style),
     }
 
