@@ -427,8 +427,7 @@ def waterfall(parts: dict, total_label: str = "wall clock", scale: float = 86400
     """Horizontal waterfall: the first part is the base bar, each next part floats on the
     running total (a negative part shrinks it), and the last bar is the total.
 
-    ``parts`` maps labels to values in SI units (seconds for :attr:`Audit.waterfall
-    <mlsysim.audit.Audit.waterfall>`), shown divided by ``scale`` in ``unit``.
+    ``parts`` maps labels to values in SI units (seconds for ``Audit.waterfall``), shown divided by ``scale`` in ``unit``.
     """
     labels = list(parts) + [total_label]
     values = np.array([float(v) for v in parts.values()]) / scale
