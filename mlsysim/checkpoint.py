@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tables import Record
 from .collectives import broadcast_time
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, check_positive
 from .optimizers import training_state
@@ -166,7 +167,7 @@ def checkpoint_bytes(model, optimizer: str = "adamw", precision: str = "bf16", m
 
 # --- the result record -------------------------------------------------------------------
 @dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(Record):
     """Result of :func:`checkpoint`. Bytes, seconds; floats, or arrays for array inputs."""
 
     model: str
@@ -253,14 +254,6 @@ class Checkpoint:
                        ("interval", fmt(self.interval_s, "s")), ("Daly optimum", fmt(self.daly_s, "s")),
                        ("stall overhead", fmt(self.overhead_fraction, "%")), ("goodput", fmt(self.goodput, "%"))]
 
-    def __str__(self) -> str:
-        rows = self.rows()
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-    def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
-        return f"<table>{cells}</table>"
 
 
 # --- the solver ------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ import numpy as np
 from .errors import MlsysimError, check_fraction, check_integer, check_positive
 from .registry import _Table, _key, _read, hardware as _hardware, model as _model
 from .roofline import roofline
-from .tables import Table, table
+from .tables import Record, Table, table
 from .units import GB, MB, fmt
 from .workloads import CNN, Transformer
 
@@ -218,7 +218,7 @@ def stored_bytes_per_token(model, pipe="tokens") -> float:
 
 # --- the result --------------------------------------------------------------
 @dataclass(frozen=True)
-class DataPipe:
+class DataPipe(Record):
     """Result of :func:`datapipe`. Rates are samples per second per accelerator (images, or
     sequences of ``tokens_per_sample`` tokens); arrays for array inputs, NaN where infeasible."""
 
@@ -295,16 +295,7 @@ class DataPipe:
                 ("workers to keep it fed", f"{self.workers_needed:g}"),
                 ("storage read rate", fmt(self.input_Bps, "B/s"))]
 
-    def __str__(self) -> str:
-        rows = self.rows()
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
-        return f"<table>{cells}</table>"
+    __repr__ = Record.__str__
 
 
 # --- the solver ----------------------------------------------------------------

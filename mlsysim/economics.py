@@ -31,7 +31,8 @@ import numpy as np
 
 from .errors import MlsysimError, UnknownNameError, check_fraction, check_positive
 from .registry import _key, _read, cluster as _cluster, grid as _grid, model as _model
-from .sustainability import _grids, _html, _ndim, _num, _per_grid, _pue, _text, _utilization, it_power_W
+from .sustainability import _grids, _ndim, _num, _per_grid, _pue, _utilization, it_power_W
+from .tables import Record
 from .units import fmt
 
 DAYS_PER_YEAR = 365.0
@@ -133,7 +134,7 @@ def _price(x, name):
 
 # --- total cost of ownership -------------------------------------------------
 @dataclass(frozen=True, repr=False)
-class TCO:
+class TCO(Record):
     """Result of :func:`tco`: costs in USD over ``days``; energy in kWh; carbon in kgCO2e."""
 
     cluster: str
@@ -183,13 +184,7 @@ class TCO:
                 ("carbon cost", _usd(self.carbon_usd)), ("total", _usd(self.total_usd)),
                 ("per accelerator-hour", f"${self.usd_per_accelerator_hour:.3g}")]
 
-    def __str__(self) -> str:
-        return _text(self.rows())
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        return _html(self.rows())
+    __repr__ = Record.__str__
 
 
 def _usd(x) -> str:
@@ -268,7 +263,7 @@ def rental_usd(accelerator_hours, offer):
 
 # --- a training run ----------------------------------------------------------
 @dataclass(frozen=True, repr=False)
-class TrainingRun:
+class TrainingRun(Record):
     """Result of :func:`training_run`: the work of a run and how long it keeps ``cluster`` busy."""
 
     model: str
@@ -296,13 +291,7 @@ class TrainingRun:
                 ("duration", fmt(self.hours * 3600, "s")),
                 ("accelerator-hours", fmt(self.accelerator_hours))]
 
-    def __str__(self) -> str:
-        return _text(self.rows())
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        return _html(self.rows())
+    __repr__ = Record.__str__
 
 
 def training_flops(model, tokens, seq_len=4096):

@@ -65,6 +65,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .tables import Record
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_integer, check_positive
 from .optimizers import _optimizer, training_state
 from .registry import hardware as _hardware, model as _model
@@ -275,7 +276,7 @@ _PARTS = ("weights_B", "grads_B", "master_B", "optimizer_B", "activations_B", "b
 
 
 @dataclass(frozen=True)
-class TrainingMemory:
+class TrainingMemory(Record):
     """Result of :func:`training_memory`: bytes per GPU of the busiest pipeline stage.
 
     Scalar inputs give floats; array inputs give arrays, NaN where ``feasible`` is False
@@ -338,14 +339,6 @@ class TrainingMemory:
                                  f"{fmt(self.capacity_B, 'B')}"))
         return rows
 
-    def __str__(self) -> str:
-        rows = self.rows()
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-    def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
-        return f"<table>{cells}</table>"
 
 
 def _num(x):

@@ -69,7 +69,7 @@ from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_pa
 from .optimizers import _optimizer
 from .registry import cluster as _cluster, hardware as _hardware, model as _model
 from .systems import Cluster
-from .tables import table
+from .tables import Record, table
 from .units import bytes_per, fmt
 from .workloads import Transformer
 
@@ -235,7 +235,7 @@ def xp_max1(x):
 
 
 @dataclass(frozen=True)
-class TrainStep:
+class TrainStep(Record):
     """Result of :func:`train_step`. Times in seconds per step; scalar or array fields.
 
     ``comm_s`` is the communication left exposed on the critical path (TP + EP + CP + PP
@@ -313,14 +313,6 @@ class TrainStep:
                  ("memory per GPU", f"{fmt(self.memory_per_gpu_B, 'B')} of {fmt(self.memory.capacity_B, 'B')}")]
         return rows
 
-    def __str__(self) -> str:
-        rows = self.rows()
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-    def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
-        return f"<table>{cells}</table>"
 
 
 _TIMES = ("step_s", "compute_s", "tp_comm_s", "ep_comm_s", "cp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",

@@ -42,7 +42,7 @@ import numpy as np
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_integer, check_positive
 from .registry import _read, hardware as _hardware, model as _model
 from .roofline import PHASES, Roofline, pass_cost, roofline
-from .tables import Table, table
+from .tables import Record, Table, table
 from .units import BYTES_PER_ELEMENT, GB, bytes_per, fmt
 from .workloads import CNN
 
@@ -114,7 +114,7 @@ def precision_table(hardware=None) -> Table:
 
 # --- speed-up ----------------------------------------------------------------
 @dataclass(frozen=True)
-class Quantized:
+class Quantized(Record):
     """Result of :func:`quantized`: one pass under a scheme next to the same pass at a baseline.
     Times in seconds, bytes in bytes; arrays for array inputs, NaN where infeasible."""
 
@@ -164,16 +164,7 @@ class Quantized:
                 ("memory needed", f"{fmt(self.footprint_B, 'B')} vs {fmt(self.baseline_footprint_B, 'B')}"
                                   f" of {fmt(self.capacity_B, 'B')}")]
 
-    def __str__(self) -> str:
-        rows = self.rows()
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
-        return f"<table>{cells}</table>"
+    __repr__ = Record.__str__
 
 
 def _scales_B(weight_read_B, precision, group_size, group_B):

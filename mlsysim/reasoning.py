@@ -36,11 +36,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tables import Record
 from .economics import cloud_offer
 from .errors import InfeasibleError, MlsysimError, check_fraction, check_positive
 from .registry import hardware as _hardware, model as _model
 from .serving import _valid_tp, generate, max_batch, min_tp, prefill
-from .sustainability import _html, _text
 from .units import fmt
 
 MAX_BATCH = 256
@@ -51,7 +51,7 @@ HOURS_PER_YEAR = 8760.0
 
 
 @dataclass(frozen=True, repr=False)
-class ReasoningService:
+class ReasoningService(Record):
     """Result of :func:`reasoning_service`: latency of one request and the deployment for ``qps``.
 
     Scalar inputs give floats; arrays give arrays, NaN where infeasible (``feasible`` False, ``reason``).
@@ -113,13 +113,7 @@ class ReasoningService:
                 ("cost per request", f"${self.usd_per_request:.3g}"),
                 ("cost per million tokens", f"${self.usd_per_million_tokens:.3g}")]
 
-    def __str__(self) -> str:
-        return _text(self.rows())
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        return _html(self.rows())
+    __repr__ = Record.__str__
 
 
 def _count(x, name: str, minimum: float = 0.0):
@@ -301,7 +295,7 @@ def _best_batch(m, hw, p, n, b, tp, precision, slo, cands):
 
 # --- routing between a small and a large model --------------------------------------
 @dataclass(frozen=True, repr=False)
-class Routing:
+class Routing(Record):
     """Result of :func:`routing`: two deployments, each sized for its share of the requests."""
 
     fraction_small: object
@@ -334,13 +328,7 @@ class Routing:
                 ("cost per year", "$" + fmt(self.usd_per_year, "", 3)),
                 ("cost per request", f"${self.usd_per_request:.3g}")]
 
-    def __str__(self) -> str:
-        return _text(self.rows())
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        return _html(self.rows())
+    __repr__ = Record.__str__
 
 
 def routing(small_model, large_model, hardware, qps, fraction_small, price, steps_small=0, steps_large=0,

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tables import Record
 from .errors import MlsysimError, check_positive
 from .units import day, fmt, hour
 
@@ -289,7 +290,7 @@ def ettr(interval_s, checkpoint_s, mtbf_s, restart_s=0.0):
 
 # --- goodput ------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Goodput:
+class Goodput(Record):
     """Result of :func:`goodput`: the share of wall time that advances training."""
 
     ratio: object                 # ETTR = useful work / wall time
@@ -320,14 +321,6 @@ class Goodput:
                 ("failures per day", f"{self.failures_per_day:.3g}"),
                 ("lost per failure", fmt(self.lost_per_failure_s, "s"))]
 
-    def __str__(self) -> str:
-        rows = self.rows()
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-    def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
-        return f"<table>{cells}</table>"
 
 
 RESTART_S = 600.0  # default downtime per failure before training resumes (Kokolis et al.: 5-20 min)

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tables import Record
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_positive
 from .optimizers import training_state
 from .registry import hardware as _hardware, model as _model
@@ -78,7 +79,7 @@ class PassCost:
 
 
 @dataclass(frozen=True)
-class Roofline:
+class Roofline(Record):
     """Result of :func:`roofline`. Times in seconds, traffic in bytes, rates per second.
 
     Scalar inputs give floats; array inputs give arrays. A list of devices or
@@ -155,14 +156,6 @@ class Roofline:
                 ("achieved", fmt(self.achieved_flops, "FLOP/s")),
                 ("memory needed", f"{fmt(self.footprint_B, 'B')} of {fmt(self.capacity_B, 'B')}")]
 
-    def __str__(self) -> str:
-        rows = self.rows()
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-    def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
-        return f"<table>{cells}</table>"
 
 
 # --- pass costs ------------------------------------------------------------

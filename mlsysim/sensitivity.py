@@ -49,7 +49,7 @@ from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_posit
 from .registry import hardware as _hardware
 from .roofline import roofline
 from .systems import Hardware
-from .tables import Table
+from .tables import Record, Table
 from .units import fmt
 
 # spec name -> (Hardware field, unit shown, description)
@@ -482,7 +482,7 @@ def solve_for(fn: Callable, name: str, target: float, inputs: Mapping | None = N
 
 
 @dataclass(frozen=True, repr=False)
-class Requirement:
+class Requirement(Record):
     """Result of :func:`inverse_roofline`: the specs a target needs, beside those given.
 
     Factors are required / given (> 1: the target needs a better spec than the device
@@ -529,16 +529,7 @@ class Requirement:
                 ("capacity", f"{fmt(self.capacity_B, 'B')} ({'fits' if self.fits else 'does not fit'} in "
                              f"{fmt(self.given_capacity_B, 'B')})")]
 
-    def __str__(self) -> str:
-        rows = self.rows()
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
-        return f"<table>{cells}</table>"
+    __repr__ = Record.__str__
 
 
 _SOLVE = ("bandwidth", "peak", "both")

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tables import Record
 from .collectives import allreduce_time
 from .errors import (InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer,
                      check_positive)
@@ -107,28 +108,12 @@ holds activations, workspaces and the CUDA context (vLLM's default
 
 
 # --- result records -----------------------------------------------------------
-class _Shown:
-    """``__str__`` and ``_repr_html_`` from ``rows()`` (label, formatted value)."""
-
-    def rows(self) -> list[tuple[str, str]]:  # pragma: no cover - overridden
-        return []
-
-    def __str__(self) -> str:
-        rows = self.rows()
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-    def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
-        return f"<table>{cells}</table>"
-
-
 def _shape_row(x):
     return [("shape", str(np.shape(x)))] if np.ndim(x) else None
 
 
 @dataclass(frozen=True)
-class InferenceStep(_Shown):
+class InferenceStep(Record):
     """Result of :func:`prefill` or :func:`decode`: one pass on ``tp`` GPUs.
 
     FLOP, bytes and memory are **per GPU**. ``time_s`` is the TTFT of a prefill or
@@ -207,7 +192,7 @@ class InferenceStep(_Shown):
 
 
 @dataclass(frozen=True)
-class ServingMemory(_Shown):
+class ServingMemory(Record):
     """Result of :func:`serving_memory`: resident bytes per GPU."""
 
     workload: str
@@ -236,7 +221,7 @@ class ServingMemory(_Shown):
 
 
 @dataclass(frozen=True)
-class PagedKV(_Shown):
+class PagedKV(Record):
     """Result of :func:`paged_kv`: KV memory and concurrent requests, paged vs contiguous."""
 
     workload: str
@@ -281,7 +266,7 @@ class PagedKV(_Shown):
 
 
 @dataclass(frozen=True)
-class Generation(_Shown):
+class Generation(Record):
     """Result of :func:`generate`: one batch of requests from prompt to last token."""
 
     workload: str
@@ -315,7 +300,7 @@ class Generation(_Shown):
 
 
 @dataclass(frozen=True)
-class Speculative(_Shown):
+class Speculative(Record):
     """Result of :func:`speculative_decode`: time per generated token with a draft model."""
 
     workload: str
@@ -757,7 +742,7 @@ def max_context(model, hardware, batch=1, precision: str = "bf16", tp=1,
 
 # --- meeting a service-level target --------------------------------------------------
 @dataclass(frozen=True)
-class ServingPlan(_Shown):
+class ServingPlan(Record):
     """Result of :func:`serving_plan`: one row per (device, tp) candidate."""
 
     workload: str

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tables import Record
 from .errors import MlsysimError, UnknownNameError, check_positive
 from .registry import _key, _read, cluster as _cluster, grid as _grid, hardware as _hardware
 from .systems import Cluster, Grid, Hardware
@@ -47,7 +48,7 @@ HOURS_PER_YEAR = 8760.0
 
 # --- data ------------------------------------------------------------------
 @dataclass(frozen=True, repr=False)
-class Calibration:
+class Calibration(Record):
     """Host share h and training utilisation u derived from two measurements of an H100 node."""
 
     host_fraction: float
@@ -63,13 +64,7 @@ class Calibration:
                 ("host share h of rated non-GPU power", f"{self.host_fraction:.3f}"),
                 ("training utilisation u", f"{self.training_utilization:.3f}")]
 
-    def __str__(self) -> str:
-        return _text(self.rows())
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        return _html(self.rows())
+    __repr__ = Record.__str__
 
 
 @functools.cache
@@ -310,7 +305,7 @@ def _fraction(x, name):
 
 # --- the whole footprint ---------------------------------------------------
 @dataclass(frozen=True, repr=False)
-class Footprint:
+class Footprint(Record):
     """Result of :func:`footprint`: energy (kWh), carbon (kgCO2e) and water (litres).
 
     Scalar inputs give floats; arrays (or a list of grids, as a leading axis) give arrays.
@@ -357,13 +352,7 @@ class Footprint:
                 ("embodied carbon", fmt_carbon(self.embodied_kg)), ("total carbon", fmt_carbon(self.total_kg)),
                 ("water on site", fmt(self.water_onsite_L, "L")), ("water off site", off)]
 
-    def __str__(self) -> str:
-        return _text(self.rows())
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        return _html(self.rows())
+    __repr__ = Record.__str__
 
 
 def fmt_carbon(kg, unit: str = "CO2e") -> str:
@@ -420,13 +409,3 @@ def footprint(cluster, hours, grid, utilization="training", pue=None, scope: str
                      operational_kg=energy * ci / 1e3, embodied_kg=emb + 0.0 * energy, wue_L_per_kWh=wue,
                      water_onsite_L=wue * it, offsite_L_per_kWh=ewif, water_offsite_L=ewif * energy)
 
-
-# --- presentation helpers shared with economics -----------------------------
-def _text(rows) -> str:
-    w = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-
-def _html(rows) -> str:
-    cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    return f"<table>{cells}</table>"

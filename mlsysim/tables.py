@@ -47,6 +47,32 @@ class Table:
         return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def rows_text(rows) -> str:
+    """(label, value) pairs as two aligned text columns."""
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def rows_html(rows) -> str:
+    """(label, value) pairs as a two-column HTML table."""
+    cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    return f"<table>{cells}</table>"
+
+
+class Record:
+    """Base of the result records: ``str()`` and the notebook's HTML view both show the
+    (label, formatted value) pairs that the record's ``rows()`` returns."""
+
+    def rows(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return rows_text(self.rows())
+
+    def _repr_html_(self) -> str:
+        return rows_html(self.rows())
+
+
 def table(rows: Sequence[dict], title: str = "") -> Table:
     """A :class:`Table` from a list of dicts (one per row, same keys)."""
     return Table(rows, title)

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tables import Record
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, check_positive
 from .optimizers import training_state
 from .registry import hardware as _hardware, model as _model
@@ -74,7 +75,7 @@ def _where(ok, v):
 
 
 @dataclass(frozen=True, repr=False)
-class WeightStreaming:
+class WeightStreaming(Record):
     """Result of :func:`weight_streaming` (per wafer; times in s, traffic in bytes).
 
     Scalar inputs give floats; array inputs (batch, seq_len, context) give arrays.
@@ -180,16 +181,7 @@ class WeightStreaming:
                  ("compute-bound batch", self.verdict())]
         return rows
 
-    def __str__(self) -> str:
-        rows = self.rows()
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
-        return f"<table>{cells}</table>"
+    __repr__ = Record.__str__
 
 
 def _num(x):
@@ -335,7 +327,7 @@ def weight_streaming(workload, hardware="cs-3", batch=1, seq_len=2048, phase: st
 
 # --- weights resident in SRAM across wafers -------------------------------------------------
 @dataclass(frozen=True, repr=False)
-class WeightsResident:
+class WeightsResident(Record):
     """Result of :func:`weights_resident`: a layer pipeline over ``wafers`` wafers holding the weights.
 
     ``roofline`` is the whole model on one wafer (its peak, its SRAM bandwidth) with the
@@ -408,16 +400,7 @@ class WeightsResident:
                                             f"batches in flight)"),
                 ("largest batch", f"{self.max_batch:,.0f} sequences")]
 
-    def __str__(self) -> str:
-        rows = self.rows()
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in self.rows())
-        return f"<table>{cells}</table>"
+    __repr__ = Record.__str__
 
 
 def wafers_needed(workload, hardware="cs-3", batch=1, context_tokens=0, precision: str = "fp16"):
