@@ -78,8 +78,34 @@ class PassCost:
         return self.weight_bytes + self.kv_bytes + self.activation_bytes
 
 
+class RooflineTerms:
+    """Intensity, ridge and bound of a result that has ``flops``, ``bytes``, ``peak_flops``,
+    ``bandwidth_Bps``, ``compute_s``, ``memory_s`` and ``feasible`` (roofline and serving)."""
+
+    @property
+    def intensity(self):
+        """Arithmetic intensity, FLOP per byte of memory traffic."""
+        return self.flops / self.bytes
+
+    @property
+    def ridge(self):
+        """Intensity at which compute time equals memory time, FLOP/byte."""
+        return self.peak_flops / self.bandwidth_Bps
+
+    @property
+    def compute_bound(self):
+        return np.asarray(self.compute_s) >= np.asarray(self.memory_s)
+
+    @property
+    def bound(self):
+        """"compute" or "memory" (an array of them for array inputs; "infeasible" where it does not fit)."""
+        b = np.where(self.compute_bound, "compute", "memory")
+        b = np.where(self.feasible, b, "infeasible")
+        return str(b) if b.ndim == 0 else b
+
+
 @dataclass(frozen=True)
-class Roofline(Record):
+class Roofline(RooflineTerms, Record):
     """Result of :func:`roofline`. Times in seconds, traffic in bytes, rates per second.
 
     Scalar inputs give floats; array inputs give arrays. A list of devices or
@@ -106,27 +132,6 @@ class Roofline(Record):
     tokens_per_sequence: object
     feasible: object
     reason: str = ""
-
-    @property
-    def intensity(self):
-        """Arithmetic intensity, FLOP per byte of memory traffic."""
-        return self.flops / self.bytes
-
-    @property
-    def ridge(self):
-        """Intensity at which compute time equals memory time, FLOP/byte."""
-        return self.peak_flops / self.bandwidth_Bps
-
-    @property
-    def compute_bound(self):
-        return self.compute_s >= self.memory_s
-
-    @property
-    def bound(self):
-        """"compute" or "memory" (an array of them for array inputs; "infeasible" where it does not fit)."""
-        b = np.where(self.compute_bound, "compute", "memory")
-        b = np.where(self.feasible, b, "infeasible")
-        return str(b) if b.ndim == 0 else b
 
     @property
     def achieved_flops(self):

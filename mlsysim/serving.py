@@ -68,7 +68,7 @@ from .collectives import allreduce_time
 from .errors import (InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer,
                      check_positive)
 from .registry import hardware as _hardware, model as _model
-from .roofline import transformer_cost
+from .roofline import RooflineTerms, transformer_cost
 from .systems import Hardware
 from .units import bytes_per, fmt
 from .workloads import Transformer
@@ -113,7 +113,7 @@ def _shape_row(x):
 
 
 @dataclass(frozen=True)
-class InferenceStep(Record):
+class InferenceStep(RooflineTerms, Record):
     """Result of :func:`prefill` or :func:`decode`: one pass on ``tp`` GPUs.
 
     FLOP, bytes and memory are **per GPU**. ``time_s`` is the TTFT of a prefill or
@@ -147,23 +147,6 @@ class InferenceStep(Record):
     feasible: object
     reason: str = ""
     efficiency: object = 1.0  # the η that scaled the dense peak
-
-    @property
-    def bound(self):
-        """"compute" or "memory": the larger roofline term ("infeasible" where it does not fit)."""
-        b = np.where(np.asarray(self.compute_s) >= np.asarray(self.memory_s), "compute", "memory")
-        b = np.where(self.feasible, b, "infeasible")
-        return str(b) if b.ndim == 0 else b
-
-    @property
-    def intensity(self):
-        """FLOP per byte of memory traffic (per GPU)."""
-        return self.flops / self.bytes
-
-    @property
-    def ridge(self):
-        """Intensity at which the achievable compute and memory times are equal."""
-        return self.peak_flops / self.bandwidth_Bps
 
     @property
     def tokens_per_s(self):
