@@ -151,6 +151,10 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
     ``max_utilization`` (ρ) leaves headroom. ``steps``, ``tokens_per_step``, ``prompt_tokens``,
     ``answer_tokens``, ``qps`` and a numeric ``price`` broadcast.
 
+    This is a sizing search, like :func:`~mlsysim.serving.serving_plan`: it evaluates every
+    tensor-parallel degree with several serving calls each (a few hundred microseconds), so
+    sweep depths or loads in one array call rather than a loop.
+
     >>> s = reasoning_service("llama-3-70b", "h100", qps=10, price=2.99, steps=8, tokens_per_step=512)
     >>> s.tp, s.batch, s.gpus, round(s.usd_per_year / 1e6, 2)
     (8, 256.0, 40.0, 1.05)
