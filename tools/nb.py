@@ -6,7 +6,8 @@
 
 Percent text: a line ``# %%`` starts a code cell, ``# %% [markdown]`` a markdown
 cell (its lines start with "# "), and ``tags=["nbval-ignore-output"]`` after
-either marker sets cell tags. ``execute`` runs each notebook with nbclient in
+either marker sets cell tags. Magics are commented in the text (``# %matplotlib
+inline``) and uncommented in the notebook, as jupytext does. ``execute`` runs each notebook with nbclient in
 its own folder and stores the widget state, so that the static site shows the
 widgets and nbval has outputs to compare.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import nbformat
 
+MAGIC = re.compile(r"^# %[^%]")
 MARKER = re.compile(r"^# %%(?P<md> \[markdown\])?(?:\s+tags=(?P<tags>\[.*\]))?\s*$")
 
 
@@ -32,7 +34,8 @@ def build(src: Path, out: Path) -> None:
         if kind == "markdown":
             text = "\n".join(l[2:] if l.startswith("# ") else l.lstrip("#") for l in text.split("\n"))
             cell = nbformat.v4.new_markdown_cell(text)
-        else:
+        else:  # a commented magic ("# %matplotlib inline") is a magic again in the notebook
+            text = "\n".join(l[2:] if MAGIC.match(l) else l for l in text.split("\n"))
             cell = nbformat.v4.new_code_cell(text)
         if tags:
             cell.metadata["tags"] = tags
@@ -66,7 +69,8 @@ def export(path: Path) -> str:
             body = "\n".join(("# " + l) if l else "#" for l in cell.source.split("\n"))
             parts.append(f"# %% [markdown]{suffix}\n{body}")
         else:
-            parts.append(f"# %%{suffix}\n{cell.source}")
+            body = "\n".join("# " + l if l.startswith("%") else l for l in cell.source.split("\n"))
+            parts.append(f"# %%{suffix}\n{body}")
     return "\n\n".join(parts) + "\n"
 
 
