@@ -35,10 +35,12 @@ from .collectives import (all_gather_time, all_to_all_time, allreduce_time, broa
 from .parallel import (DEFAULT_EFFICIENCY, ParallelSearch, TrainStep, best_parallelism, mfu, time_to_train_s,
                        train_step, training_flops)
 
-from .reliability import (cluster_mtbf_h, daly_interval_s, ettr, expected_failures, goodput, lost_work_s,
+from .reliability import (cluster_mtbf_h, daly_interval_s, ettr, expected_failures, lost_work_s,
                           node_failure_rate_per_h, p_any_failure, young_interval_s)
 
 from .checkpoint import Checkpoint, checkpoint, checkpoint_bytes, storage_tier, storage_tiers
+
+from .goodput import goodput
 
 from .sustainability import Footprint, carbon_kg, embodied_kg, energy_kwh, footprint, it_power_W
 

@@ -9,7 +9,7 @@ The audit never re-derives physics; it calls, in order,
 2. :func:`~mlsysim.datapipe.datapipe` — whether storage, CPUs or the host link can feed the
    accelerators at the rate the step consumes;
 3. :func:`~mlsysim.checkpoint.checkpoint` for each strategy (or the one given) and
-   :func:`~mlsysim.reliability.goodput` — the checkpoint plan, the cluster MTBF, the stall
+   :func:`~mlsysim.goodput.goodput` — the checkpoint plan, the cluster MTBF, the stall
    per checkpoint and the share of wall time lost to failures;
 4. :func:`~mlsysim.sustainability.footprint` and :func:`~mlsysim.economics.tco` (and
    :func:`~mlsysim.economics.rental_usd` when a rental price is given) over the wall time.
@@ -59,9 +59,10 @@ from .datapipe import DataPipe, datapipe
 from .economics import TCO, rental_usd, tco
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, \
     check_positive
+from .goodput import Goodput, goodput as _goodput
 from .parallel import DEFAULT_EFFICIENCY, ParallelSearch, TrainStep, best_parallelism
 from .registry import cluster as _cluster, grid as _grid, model as _model
-from .reliability import RESTART_S, Goodput, goodput as _goodput
+from .reliability import RESTART_S
 from .sustainability import Footprint, fmt_carbon, footprint
 from .systems import Cluster
 from .units import day, fmt

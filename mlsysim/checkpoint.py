@@ -271,7 +271,7 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     Parameters
     ----------
     optimizer : "adamw" (alias "adam"), "sgd", "sgd-momentum", "adafactor", "lion", "adam-8bit"
-        or an :class:`~mlsysim.optimizers.Optimizer`; an unknown name is an error.
+        or an :class:`~mlsysim.workloads.Optimizer`; an unknown name is an error.
     interval_s : compute time between checkpoints (scalar or array); default: Daly's optimum
         for this strategy's stall, or the shortest feasible interval if that is longer.
     strategy : "sync", "async" or "in-memory" (see the module docstring).

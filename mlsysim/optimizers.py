@@ -5,26 +5,19 @@ gradients plus an fp32 master copy and the optimizer's states. For AdamW that
 is 2 + 2 + 12 = 16 bytes per parameter, the "model states" of ZeRO
 (Rajbhandari et al., SC'20, §3): a 7.5B-parameter model needs 120 GB before
 any activation.
+
+The :class:`~mlsysim.workloads.Optimizer` record (an optimizer's state layout) is defined
+with the other records below the registry, which loads it from ``data/optimizers.yaml``;
+this module resolves names through the registry and counts the bytes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .errors import MlsysimError
+from .registry import optimizer as _lookup
 from .units import bytes_per
-
-
-@dataclass(frozen=True, kw_only=True)
-class Optimizer:
-    """Per-parameter state of an optimizer (see ``data/optimizers.yaml``)."""
-
-    name: str
-    full_states: int          # parameter-sized state tensors
-    state_bytes: float        # bytes per element of each state tensor
-    master_bytes: float = 4.0  # fp32 master copy when weights train in 16 bits
-    factored: bool = False    # Adafactor: row + column statistics for matrices
-    source: str = ""
-    date: str = ""
+from .workloads import Optimizer
 
 
 @dataclass(frozen=True)
@@ -85,5 +78,4 @@ def _optimizer(optimizer) -> Optimizer:
         return optimizer
     if not isinstance(optimizer, str):
         raise MlsysimError(f"optimizer must be a name or an Optimizer, got {optimizer!r}")
-    from .registry import optimizer as lookup
-    return lookup(optimizer)
+    return _lookup(optimizer)

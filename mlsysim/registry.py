@@ -13,10 +13,9 @@ import re
 from pathlib import Path
 
 from .errors import MlsysimError, UnknownNameError
-from .optimizers import Optimizer
 from .systems import Cluster, Fabric, Grid, Hardware, Node
 from .units import GB, GiB, Gbps, MB, TB, TFLOP, us
-from .workloads import CNN, Transformer
+from .workloads import CNN, Optimizer, Transformer
 
 DATA = Path(__file__).parent / "data"
 

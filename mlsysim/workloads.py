@@ -1,4 +1,4 @@
-"""Workload records (Transformer, CNN) and the counts derived from their shapes.
+"""Workload records (Transformer, CNN, Optimizer) and the counts derived from their shapes.
 
 Counts follow one convention used across the course: a multiply-add is 2 FLOP,
 parameters are counted exactly from the layer shapes (weights, biases, norms),
@@ -471,3 +471,16 @@ class CNN:
 
 
 Workload = Transformer | CNN
+
+
+@dataclass(frozen=True, kw_only=True)
+class Optimizer:
+    """Per-parameter state of an optimizer (see ``data/optimizers.yaml``)."""
+
+    name: str
+    full_states: int          # parameter-sized state tensors
+    state_bytes: float        # bytes per element of each state tensor
+    master_bytes: float = 4.0  # fp32 master copy when weights train in 16 bits
+    factored: bool = False    # Adafactor: row + column statistics for matrices
+    source: str = ""
+    date: str = ""

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..registry import cluster
-from ..reliability import cluster_mtbf_h, expected_failures, goodput, node_failure_rate_per_h, observations
+from ..goodput import goodput
+from ..reliability import cluster_mtbf_h, expected_failures, node_failure_rate_per_h, observations
 from . import Case
 
 LLAMA3 = observations()["llama3-405b"]
