@@ -310,15 +310,18 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     for k_, v in (("tp", tp), ("pp", pp)):
         if type(v) is not int or v < 1:
             check_integer(k_, v)
+    check_integer("zero_stage", zero_stage, minimum=0)
     if zero_stage not in (0, 1, 2, 3):
         raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
     if type(replicas) is not int or replicas < 2:
         check_integer("replicas", replicas, minimum=2)
     check_fraction("host_fraction", host_fraction)
     check_positive("restart_s", restart_s, allow_zero=True)
-    for k, v in (("storage_Bps", storage_Bps), ("read_Bps", read_Bps), ("persist_every", persist_every)):
+    for k, v in (("storage_Bps", storage_Bps), ("read_Bps", read_Bps)):
         if v is not None:
             check_positive(k, v)
+    if persist_every is not None:
+        check_integer("persist_every", persist_every)
     host = c.accelerator.host_link_Bps
     if host is None:
         raise InfeasibleError(f"{c.accelerator.name} has no host link in the registry: the GPU -> host "
@@ -334,7 +337,7 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     if dp is None:
         dp_ = gpus / mp
     else:
-        check_positive("dp", dp)
+        check_integer("dp", dp)
         dp_ = _num(dp)
     sharded = (ms_ + o if zero_stage >= 1 else 0.0) + (w if zero_stage == 3 else 0.0)
     replicated = w + ms_ + o - sharded

@@ -305,12 +305,6 @@ def _num(x):
     return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
 
 
-def _whole(name: str, value) -> None:
-    """Fast path of :func:`check_integer` for plain numbers (minimum 1)."""
-    if not (type(value) in (int, float) and value >= 1 and value == int(value)):
-        check_integer(name, value, minimum=1)
-
-
 def _min(*xs):
     if all(isinstance(x, float) for x in xs):
         return min(xs)
@@ -351,11 +345,13 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
     m, hw = _model(workload), _hardware(hardware)
     p = _pipeline_for(m, pipeline)
     tier = input_tier(storage)
-    _whole("workers", workers)
-    _whole("readers", readers)
+    check_integer("workers", workers)
+    check_integer("readers", readers)
+    if seq_len is not None:
+        check_integer("seq_len", seq_len)
     workers, readers = _num(workers), _num(readers)
     if cores is not None:
-        check_positive("cores", cores)
+        check_integer("cores", cores)
     cores = workers if cores is None else _num(cores)
     check_fraction("efficiency", efficiency)
     check_fraction("mem_efficiency", mem_efficiency)
@@ -371,8 +367,9 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
         sample_B, device_B, per_worker = p.stored_B, p.device_B, p.samples_per_core_s
         pass_kw = dict(batch=batch)
     else:
+        if seq_len is not None:
+            check_integer("seq_len", seq_len)
         tokens = 2048.0 if seq_len is None else _num(seq_len)
-        check_positive("seq_len", tokens)
         sample_B = tokens * stored_bytes_per_token(m, p)
         device_B = tokens * p.device_B
         per_worker = math.inf if p.text_Bps_per_core is None else p.text_Bps_per_core / (p.text_B_per_token * tokens)
@@ -381,7 +378,7 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
         r = roofline(m, hw, precision=precision, phase="training", efficiency=efficiency,
                      mem_efficiency=mem_efficiency, optimizer=optimizer, **pass_kw)
     else:
-        check_positive("batch", batch)
+        check_positive("batch", batch)         # an average per accelerator: global batch / GPUs
         check_positive("accelerator_sps", accelerator_sps)
         r = _Given(batch=_num(batch), time_s=_num(batch) / _num(accelerator_sps))
     by_bandwidth = read_Bps / sample_B

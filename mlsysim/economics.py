@@ -317,6 +317,7 @@ def training_run(model, cluster, tokens, mfu=0.4, precision: str = "bf16", seq_l
     """
     c = _cluster(cluster)
     check_fraction("mfu", mfu)
+    check_positive("tokens", tokens)           # a token budget: 1.41e12 need not be whole
     flops = training_flops(model, tokens, seq_len)
     peak = c.accelerator.peak(precision)
     hours = flops / (c.accelerators * peak * mfu) / 3600.0

@@ -5,6 +5,8 @@ and the limit it broke, so that a notebook reader sees what to change.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import math
 from typing import Iterable
@@ -33,12 +35,26 @@ class InfeasibleError(MlsysimError):
     """A configuration that cannot run (does not fit, does not divide, …)."""
 
 
+def _numeric(name: str, value) -> np.ndarray:
+    """``value`` as a float array; a bool, a string or anything else that is not a number raises."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise MlsysimError(f"{name} must be a number, got {value!r}")
+    try:
+        a = np.asarray(value)
+    except (TypeError, ValueError):
+        raise MlsysimError(f"{name} must be a number or an array of numbers, got {value!r}") from None
+    if a.dtype.kind not in "iuf":
+        shown = repr(value) if len(repr(value)) <= 60 else f"an array of {a.dtype} values"
+        raise MlsysimError(f"{name} must be a number or an array of numbers, got {shown}")
+    return a.astype(float, copy=False)
+
+
 def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
     """Raise if ``value`` (scalar or array) is NaN, infinite or not > 0 (≥ 0 with ``allow_zero``)."""
     if type(value) in (int, float):  # fast path for plain numbers
         if math.isfinite(value) and (value >= 0 if allow_zero else value > 0):
             return
-    a = np.asarray(value, dtype=float)
+    a = _numeric(name, value)
     if a.size == 0:
         raise MlsysimError(f"{name} is empty")
     if not np.all(np.isfinite(a)):
@@ -53,9 +69,29 @@ def check_fraction(name: str, value) -> None:
     """Raise unless every element of ``value`` lies in (0, 1]."""
     if type(value) in (int, float) and 0 < value <= 1:
         return
-    a = np.asarray(value, dtype=float)
+    a = _numeric(name, value)
     if not np.all(np.isfinite(a)) or np.any(a <= 0) or np.any(a > 1):
         raise MlsysimError(f"{name} must lie in (0, 1], got {_show(value)}")
+
+
+_CONTINUOUS = contextvars.ContextVar("mlsysim_continuous_counts", default=False)
+
+
+@contextlib.contextmanager
+def continuous_counts():
+    """Within this block, counts (batch, tokens, GPUs, …) may take fractional values.
+
+    A derivative needs a continuum: :func:`~mlsysim.sensitivity.sensitivity` and
+    :func:`~mlsysim.sensitivity.solve_for` evaluate solvers on the continuous relaxation
+    of their counts (a batch of 57.6 between 57 and 58; a count of at least 1 relaxes to
+    any positive number). Everywhere else a fractional count is refused (scalar) or
+    masked (array). NaN, infinite, negative, boolean and text values stay errors here too.
+    """
+    token = _CONTINUOUS.set(True)
+    try:
+        yield
+    finally:
+        _CONTINUOUS.reset(token)
 
 
 def check_integer(name: str, value, *, minimum: int = 1) -> None:
@@ -64,16 +100,56 @@ def check_integer(name: str, value, *, minimum: int = 1) -> None:
         return
     if type(value) is float and math.isfinite(value) and value == int(value) and value >= minimum:
         return
-    a = np.asarray(value, dtype=float)
-    if not np.all(np.isfinite(a)) or np.any(a != np.round(a)) or np.any(a < minimum):
+    if check_count(name, value, minimum=minimum) is not None:
         raise MlsysimError(f"{name} must be a whole number >= {minimum}, got {_show(value)}")
 
 
-def _show(value) -> str:
-    a = np.asarray(value, dtype=float)
+def check_count(name: str, value, *, minimum: int = 1):
+    """Validate a count (batch, tokens, layers, GPUs, steps, …): a whole number ≥ ``minimum``.
+
+    A scalar that is not one raises, naming the input and the value (``batch=2.5``,
+    ``True``, ``"4"``, NaN, infinity, or below ``minimum``). An array raises for
+    non-numbers, NaN, infinities and entries below ``minimum``, and returns a boolean
+    mask that is False at fractional entries (None when every entry is whole), for the
+    caller to report them as infeasible: NaN plus ``feasible`` False, as other
+    infeasible entries of a sweep. Inside :func:`continuous_counts` fractions pass.
+    """
+    if type(value) is int:  # fast path for plain whole numbers
+        if value >= minimum:
+            return None
+    elif type(value) is float and math.isfinite(value) and value == int(value) and value >= minimum:
+        return None
+    a = _numeric(name, value)
+    if a.size == 0:
+        raise MlsysimError(f"{name} is empty")
+    if _CONTINUOUS.get():   # the relaxation of counts >= 1 is every positive number
+        low = a <= 0 if minimum >= 1 else a < minimum
+        if not np.all(np.isfinite(a)) or np.any(low):
+            raise MlsysimError(f"{name} must be {'> 0' if minimum >= 1 else f'>= {minimum}'}, "
+                               f"got {_show(value)}")
+        return None
+    limit = f"a whole number >= {minimum}"
+    if not np.all(np.isfinite(a)) or np.any(a < minimum):
+        raise MlsysimError(f"{name} must be {limit}, got {_show(value, minimum)}")
+    whole = a == np.round(a)
+    if whole.all():
+        return None
+    if a.ndim == 0:
+        raise MlsysimError(f"{name} must be {limit}, got {_show(value, minimum)}")
+    return whole
+
+
+def _show(value, minimum=None) -> str:
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        return repr(value)
+    try:
+        a = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return repr(value)
     if a.ndim == 0:
         v = float(a)
         return "NaN" if math.isnan(v) else f"{v:g}"
-    bad = a[~np.isfinite(a) | (a <= 0)] if a.size else a
+    low = a <= 0 if minimum is None else a < minimum
+    bad = a[~np.isfinite(a) | low | (a != np.round(a) if minimum is not None else False)] if a.size else a
     sample = bad[:3] if bad.size else a.ravel()[:3]
     return f"an array containing {', '.join(f'{x:g}' for x in sample)}"

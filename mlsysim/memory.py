@@ -137,6 +137,7 @@ def model_states_B(params, zero_stage: int = 0, dp: int = 1, optimizer: str = "a
     (120, 1.875)
     """
     check_integer("dp", dp)
+    check_integer("zero_stage", zero_stage, minimum=0)
     if zero_stage not in ZERO_STAGES:
         raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
     m = _model(params) if isinstance(params, str) else params
@@ -383,9 +384,10 @@ def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_st
     for name, val in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep), ("micro_batch", micro_batch),
                       ("interleave", interleave)):
         check_integer(name, val)
-    check_positive("seq_len", seq_len)
+    check_integer("seq_len", seq_len)
     if microbatches is not None:
         check_integer("microbatches", microbatches)
+    check_integer("zero_stage", zero_stage, minimum=0)
     if not (zero_stage in ZERO_STAGES if type(zero_stage) is int else np.all(np.isin(zero_stage, ZERO_STAGES))):
         raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
     hw = _hardware(hardware) if hardware is not None else None

@@ -377,8 +377,9 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     (13.8, 0.513)
     """
     m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap)
-    check_positive("global_batch", global_batch)
-    check_positive("seq_len", seq_len)
+    check_integer("global_batch", global_batch)
+    check_integer("seq_len", seq_len)
+    check_integer("zero_stage", zero_stage, minimum=0)
     check_integer("tp", tp)
     check_integer("pp", pp)
     check_integer("cp", cp)
@@ -508,6 +509,7 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap)
     check_integer("global_batch", global_batch)
     check_integer("seq_len", seq_len)
+    check_integer("top", top)
     n, g = c.accelerators, c.accelerators_per_node
     if recompute is None:
         recompute = RECOMPUTE if attention == "eager" else ("none", "full")
@@ -516,11 +518,14 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
                  ep=pick(ep, _divisors(m.experts) if m.is_moe else (1,)),
                  b=pick(micro_batch, _divisors(global_batch)), v=interleave, zero=zero_stage,
                  rc=[recompute_code(r) for r in ([recompute] if isinstance(recompute, str) else recompute)])
+    names = dict(b="micro_batch", v="interleave", zero="zero_stage")
     for k, vals in cands.items():
+        if isinstance(vals, (str, bytes)) or np.ndim(vals) == 0:   # one value: a single candidate
+            cands[k] = vals = [vals]
         if len(vals) == 0:
-            raise MlsysimError(f"no candidates given for {k}")
-        if k not in ("zero", "rc"):
-            check_integer(k, np.asarray(vals))
+            raise MlsysimError(f"no candidates given for {names.get(k, k)}")
+        if k != "rc":
+            check_integer(names.get(k, k), vals, minimum=0 if k == "zero" else 1)
     grids = np.meshgrid(*(np.asarray(v, dtype=np.int64) for v in cands.values()), indexing="ij")
     tp_, pp_, cp_, ep_, b_, v_, z_, rc_ = (a.ravel() for a in grids)
     total = tp_.size
@@ -595,8 +600,8 @@ def training_flops(m, tokens, seq_len, recompute=None, attention: str = "flash",
     3.23
     """
     m = _model(m)
-    check_positive("tokens", tokens)
-    check_positive("seq_len", seq_len)
+    check_positive("tokens", tokens)          # a token budget (or a rate in mfu), not a count of items
+    check_integer("seq_len", seq_len)
     pairs = m.attention_flops_per_pair() * seq_len if include_attention else 0.0
     if recompute is None:
         return tokens * 3 * (2 * m.matmul_params_per_token + pairs)

@@ -38,7 +38,7 @@ import numpy as np
 
 from .tables import Record
 from .economics import cloud_offer
-from .errors import InfeasibleError, MlsysimError, check_fraction, check_positive
+from .errors import InfeasibleError, MlsysimError, check_fraction, check_integer, check_positive
 from .registry import hardware as _hardware, model as _model
 from .serving import _valid_tp, generate, max_batch, min_tp, prefill
 from .units import fmt
@@ -184,6 +184,7 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
         first = min_tp(m, hw, context_tokens=float(np.min(context)), batch=1, precision=precision, max_tp=max_tp)
         tps = [t for t in range(first, int(max_tp) + 1) if _valid_tp(m, t)]
     else:
+        check_integer("tp", tp)
         tps = [int(tp)]
     shape = np.broadcast_shapes(*(np.shape(v) for v in (k, tau, p, a, qps_, rate)))
     values = dict(steps=k, tokens_per_step=tau, prompt_tokens=p, answer_tokens=a, output_tokens=n, qps=qps_,
@@ -355,6 +356,8 @@ def routing(small_model, large_model, hardware, qps, fraction_small, price, step
             raise MlsysimError(f"fraction_small must lie in [0, 1], got {f!r}")
     f = float(f) if np.ndim(f) == 0 else np.asarray(f, dtype=float)
     check_positive("qps", qps)
+    _count(steps_small, "steps_small")
+    _count(steps_large, "steps_large")
     small = reasoning_service(small_model, hardware, qps * f, price, steps=steps_small, **request)
     large = reasoning_service(large_model, hardware, qps * (1.0 - f), price, steps=steps_large, **request)
     return Routing(fraction_small=f, small=small, large=large)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import MlsysimError, check_positive
+from .errors import MlsysimError, check_count, check_positive
 from .units import fmt
 
 
@@ -164,11 +164,12 @@ def _num(x):
 
 
 def _nodes(cluster, nodes):
+    """Node count as a float (NaN at the fractional entries of an array); a bad scalar raises."""
     if nodes is None:
         return float(cluster.nodes)
+    whole = check_count("nodes", nodes)
     n = _num(nodes)
-    check_positive("nodes", n)
-    return n
+    return n if whole is None else np.where(whole, n, np.nan)
 
 
 def _node_rate_h(cluster, node_failures_per_day):

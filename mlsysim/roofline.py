@@ -48,12 +48,13 @@ T = 4.48 ms (memory-bound; intensity ≈ 1 FLOP/B vs. a ridge of 295 FLOP/B).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from .tables import Record
-from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_positive
+from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_count, check_fraction
 from .optimizers import training_state
 from .registry import hardware as _hardware, model as _model
 from .systems import Hardware
@@ -237,39 +238,70 @@ def _num(x):
     return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
 
 
-def pass_cost(workload, phase: str | None = None, batch=1, seq_len=None, context_tokens=0,
-              precision: str = "bf16", weight_precision: str | None = None,
-              kv_precision: str | None = None, optimizer: str = "adamw") -> tuple[str, PassCost, object]:
-    """Validate the inputs and return (phase, PassCost, tokens per sequence)."""
+def _whole(*masks):
+    """The product of count masks from :func:`~mlsysim.errors.check_count` (None: all whole)."""
+    masks = [mk for mk in masks if mk is not None]
+    if not masks:
+        return None
+    out = masks[0]
+    for mk in masks[1:]:
+        out = out & mk
+    return out
+
+
+COUNTS_REASON = "counts (batch, tokens, GPUs, ...) must be whole numbers"
+
+
+def _pass(workload, phase: str | None = None, batch=1, seq_len=None, context_tokens=0,
+          precision: str = "bf16", weight_precision: str | None = None,
+          kv_precision: str | None = None, optimizer: str = "adamw"):
+    """Validated (phase, PassCost, tokens per sequence, mask of whole counts or None)."""
     m = _model(workload)
     phases = PHASES[type(m)]
     phase = phases[0] if phase is None else phase
     if phase not in phases:
         raise UnknownNameError(f"phase for {m.name}", phase, phases)
     bytes_per(precision)
-    batch, seq_len, context_tokens = _num(batch), _num(seq_len), _num(context_tokens)
+    whole = check_count("batch", batch)
+    batch = _num(batch)
     weight_precision = weight_precision or precision
     kv_precision = kv_precision or precision
-    check_positive("batch", batch)
     if isinstance(m, CNN):
         if seq_len is not None or np.any(np.asarray(context_tokens) != 0):
             raise MlsysimError(f"{m.name} is a CNN: seq_len and context_tokens do not apply")
-        return phase, cnn_cost(m, phase, batch, precision, weight_precision, optimizer), 1
-    check_positive("context_tokens", context_tokens, allow_zero=True)
+        return phase, cnn_cost(m, phase, batch, precision, weight_precision, optimizer), 1, whole
+    whole = _whole(whole, check_count("context_tokens", context_tokens, minimum=0))
+    context_tokens = _num(context_tokens)
     if phase == "decode":
-        if seq_len not in (None, 1):
-            raise MlsysimError(f"decode adds one token per sequence; got seq_len={seq_len}")
+        if seq_len is not None and (isinstance(seq_len, (bool, str)) or np.any(np.asarray(seq_len) != 1)):
+            raise MlsysimError(f"decode adds one token per sequence; got seq_len={seq_len!r}")
         tokens = 1
     else:
         tokens = 2048 if seq_len is None else seq_len
-        check_positive("seq_len", tokens)
+        whole = _whole(whole, check_count("seq_len", tokens))
+        tokens = _num(tokens)
     longest = context_tokens + tokens
     longest = longest if isinstance(longest, float) else float(np.max(longest))
     if longest > m.max_context:
         raise InfeasibleError(f"{m.name} has a context window of {m.max_context:,} tokens; "
                               f"context_tokens + new tokens reaches {longest:,.0f}")
     return phase, transformer_cost(m, phase, batch, tokens, context_tokens, precision, weight_precision,
-                                   kv_precision, optimizer), tokens
+                                   kv_precision, optimizer), tokens, whole
+
+
+def pass_cost(workload, phase: str | None = None, batch=1, seq_len=None, context_tokens=0,
+              precision: str = "bf16", weight_precision: str | None = None,
+              kv_precision: str | None = None, optimizer: str = "adamw") -> tuple[str, PassCost, object]:
+    """Validate the inputs and return (phase, PassCost, tokens per sequence).
+
+    ``batch``, ``seq_len`` and ``context_tokens`` are counts: a fractional scalar raises,
+    and the cost is NaN at the fractional entries of an array.
+    """
+    phase, c, tokens, whole = _pass(workload, phase, batch, seq_len, context_tokens, precision,
+                                    weight_precision, kv_precision, optimizer)
+    if whole is not None:
+        c = PassCost(**{f.name: np.where(whole, getattr(c, f.name), np.nan) for f in dataclasses.fields(c)})
+    return phase, c, tokens
 
 
 _FIELDS = ("flops", "bytes", "weight_bytes", "kv_bytes", "activation_bytes", "footprint_B", "capacity_B",
@@ -277,7 +309,7 @@ _FIELDS = ("flops", "bytes", "weight_bytes", "kv_bytes", "activation_bytes", "fo
 
 
 def _evaluate(m, hw: Hardware, precision: str, args: dict, efficiency, mem_efficiency):
-    phase, c, tokens = pass_cost(precision=precision, **args)
+    phase, c, tokens, whole = _pass(precision=precision, **args)
     peak = hw.peak(precision) * efficiency
     bw = hw.memory_bw_Bps * mem_efficiency
     compute_s, memory_s = c.flops / peak, c.bytes / bw
@@ -288,7 +320,7 @@ def _evaluate(m, hw: Hardware, precision: str, args: dict, efficiency, mem_effic
                   activation_bytes=c.activation_bytes, footprint_B=c.footprint_B, capacity_B=hw.memory_B,
                   peak_flops=peak, bandwidth_Bps=bw, compute_s=compute_s, memory_s=memory_s,
                   time_s=time_s, feasible=fits)
-    return phase, tokens, values
+    return phase, tokens, values, whole
 
 
 def roofline(workload, hardware, batch=1, precision="bf16", phase: str | None = None, seq_len=None,
@@ -326,15 +358,22 @@ def roofline(workload, hardware, batch=1, precision="bf16", phase: str | None = 
     args = dict(workload=m, phase=phase, batch=batch, seq_len=seq_len, context_tokens=context_tokens,
                 weight_precision=weight_precision, kv_precision=kv_precision, optimizer=optimizer)
     grid = [[_evaluate(m, h, p, args, efficiency, mem_efficiency) for p in precisions] for h in hws]
-    phase, tokens, values = grid[0][0]
+    phase, tokens, values, whole = grid[0][0]
     if not (one_hw and one_p):
-        shape = np.broadcast_shapes(*(np.shape(v["time_s"]) for row in grid for _, _, v in row))
-        values = {k: np.array([[np.broadcast_to(v[k], shape) for _, _, v in row] for row in grid])
+        shape = np.broadcast_shapes(*(np.shape(v["time_s"]) for row in grid for _, _, v, _ in row))
+        values = {k: np.array([[np.broadcast_to(v[k], shape) for _, _, v, _ in row] for row in grid])
                   for k in _FIELDS}
         values = {k: (a[0] if one_hw else a[:, 0] if one_p else a) for k, a in values.items()}
     feasible = values.pop("feasible")
     reason = ""
-    if np.ndim(feasible) == 0:
+    if whole is not None:
+        fits = feasible
+        feasible = np.broadcast_to(feasible, np.broadcast_shapes(np.shape(feasible), np.shape(whole))) & whole
+        keep = ("footprint_B", "capacity_B")
+        values = {k: (v if k in keep else np.where(feasible, v, np.nan)) for k, v in values.items()}
+        reason = "; ".join(([] if np.all(fits | ~whole) else ["needs more memory than the device has"])
+                           + [COUNTS_REASON]) + " where feasible is False"
+    elif np.ndim(feasible) == 0:
         if not feasible:
             raise InfeasibleError(
                 f"{m.name} {phase} at batch {np.asarray(batch).item():g} needs {fmt(values['footprint_B'], 'B', 4)} "

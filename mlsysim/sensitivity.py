@@ -45,7 +45,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_positive
+from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_positive, continuous_counts
 from .registry import hardware as _hardware
 from .roofline import roofline
 from .systems import Hardware
@@ -262,7 +262,14 @@ def _evaluate(fn, points: dict, n: int, output, vectorized: bool = True, base_ra
     """Call ``fn`` on n points: once with arrays, or point by point (``vectorized=False``, or when
     the vectorised call raises TypeError — a solver that broadcasts over its arguments but not over
     array-valued hardware fields). In the loop an infeasible point is NaN, except the base point
-    (index 0) when ``base_raises``. Returns (values, feasible, bound labels or None, reason, name)."""
+    (index 0) when ``base_raises``. Returns (values, feasible, bound labels or None, reason, name).
+    Counts are continuous here (:func:`~mlsysim.errors.continuous_counts`): a derivative, or a
+    bracket, needs the points between whole batches."""
+    with continuous_counts():
+        return _evaluate_points(fn, points, n, output, vectorized, base_raises)
+
+
+def _evaluate_points(fn, points: dict, n: int, output, vectorized: bool, base_raises: bool):
     if vectorized:
         try:
             return _values(fn(**points), output, n)

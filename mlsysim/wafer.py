@@ -57,10 +57,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .tables import Record
-from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, check_positive
+from .errors import (InfeasibleError, MlsysimError, UnknownNameError, check_count, check_fraction, check_integer,
+                     check_positive)
 from .optimizers import training_state
 from .registry import hardware as _hardware, model as _model
-from .roofline import Roofline, _transformer_weight_reads, pass_cost, roofline
+from .roofline import COUNTS_REASON, Roofline, _transformer_weight_reads, _whole, pass_cost, roofline
 from .sensitivity import scale_hardware
 from .units import bytes_per, fmt
 from .workloads import Transformer
@@ -259,6 +260,8 @@ def weight_streaming(workload, hardware="cs-3", batch=1, seq_len=2048, phase: st
     wp = weight_precision or precision
     wb, ab = bytes_per(wp), bytes_per(precision)
     peak, rate = hw.peak(precision) * efficiency, hw.host_link_Bps
+    whole = _whole(check_count("batch", batch), check_count("seq_len", seq_len),
+                   check_count("context_tokens", context_tokens, minimum=0))
     batch, seq_len, context_tokens = _num(batch), _num(seq_len), _num(context_tokens)
     if phase == "decode":
         _, c, tps = pass_cost(m, "decode", batch, context_tokens=context_tokens, precision=precision,
@@ -304,6 +307,9 @@ def weight_streaming(workload, hardware="cs-3", batch=1, seq_len=2048, phase: st
     need = _crossover_batch(m, tps, fwd_per_seq, wb, peak, rate)
 
     ok = (sram_needed <= hw.memory_B) & (state <= external_memory_B)
+    fits = ok
+    if whole is not None:
+        ok = ok & whole
     reason = ""
     if np.ndim(ok) == 0:
         if not ok:
@@ -314,7 +320,9 @@ def weight_streaming(workload, hardware="cs-3", batch=1, seq_len=2048, phase: st
             raise InfeasibleError(f"{m.name} {phase} at batch {batch:g}: {why}")
         ok = True
     elif not np.all(ok):
-        reason = "needs more SRAM (or external memory) than the device has where feasible is False"
+        why = [] if whole is not None and np.all(fits | ~whole) else \
+            ["needs more SRAM (or external memory) than the device has"]
+        reason = "; ".join(why + ([COUNTS_REASON] if whole is not None else [])) + " where feasible is False"
     return WeightStreaming(
         workload=m.name, hardware=hw.name, phase=phase, precision=precision, recompute=recompute,
         wafers=int(wafers), batch=batch, tokens=tokens, flops=_where(ok, flops),
@@ -412,7 +420,9 @@ def wafers_needed(workload, hardware="cs-3", batch=1, context_tokens=0, precisio
     hw = _hardware(hardware)
     _, c, _ = pass_cost(workload, "decode", batch, context_tokens=context_tokens, precision=precision)
     n = np.ceil(c.footprint_B / hw.memory_B)
-    return int(n) if np.ndim(n) == 0 else n.astype(int)
+    if np.ndim(n) == 0:
+        return int(n)
+    return n if np.isnan(n).any() else n.astype(int)      # NaN where a count was fractional
 
 
 def weights_resident(workload, hardware="cs-3", batch=1, context_tokens=0, phase: str = "decode",
@@ -444,25 +454,30 @@ def weights_resident(workload, hardware="cs-3", batch=1, context_tokens=0, phase
     check_fraction("efficiency", efficiency)
     kv = dict(weight_precision=precision, kv_precision=precision)
     tokens_kw = {} if phase == "decode" else {"seq_len": seq_len}
+    whole = _whole(check_count("batch", batch), check_count("context_tokens", context_tokens, minimum=0))
+    given = batch                                # the roofline below masks fractional entries itself
     batch, context_tokens = _num(batch), _num(context_tokens)
+    if whole is not None:
+        batch = np.where(whole, batch, np.nan)
     # the footprint is linear in the batch: weights + batch × (KV cache + live activations per sequence)
     _, one, tps = pass_cost(m, phase, 1.0, context_tokens=context_tokens, precision=precision, **kv, **tokens_kw)
     weights = m.params * bytes_per(precision)
     per_seq = one.footprint_B - weights
     needed = np.ceil((weights + batch * per_seq) / hw.memory_B)
     if wafers is None:
-        wafers = int(np.max(needed))
+        wafers = int(np.nanmax(needed))
     _check_count("wafers", wafers)
     if np.ndim(needed) == 0 and needed > wafers:
         raise InfeasibleError(f"{m.name} {phase} at batch {batch:g} needs {fmt(weights + batch * per_seq, 'B')} "
                               f"of SRAM: {needed:.0f} x {hw.name}, not {wafers}")
-    r = roofline(m, scale_hardware(hw, capacity=wafers), batch=batch, precision=precision, phase=phase,
+    r = roofline(m, scale_hardware(hw, capacity=wafers), batch=given, precision=precision, phase=phase,
                  seq_len=seq_len, context_tokens=context_tokens, efficiency=efficiency, **kv)
     transfer = (wafers - 1) * batch * tps * m.d_model * bytes_per(precision) / hw.host_link_Bps \
         if hw.host_link_Bps else 0.0
     max_batch = np.maximum(np.floor((wafers * hw.memory_B - weights) / per_seq), 0.0)
     ok = r.feasible
     return WeightsResident(workload=m.name, hardware=hw.name, wafers=int(wafers),
-                           wafers_needed=int(needed) if np.ndim(needed) == 0 else needed.astype(int),
+                           wafers_needed=int(needed) if np.ndim(needed) == 0 else
+                           (needed.astype(int) if whole is None else needed),
                            stages=m.layers, roofline=r, transfer_s=_where(ok, transfer), max_batch=max_batch,
                            feasible=ok, reason=r.reason)

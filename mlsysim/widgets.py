@@ -641,7 +641,7 @@ def wafer_explorer(workload: str = "Llama-3-8B", hardware: str = "Cerebras-WSE-3
 
     def compute(workload, hardware, seq_len, recompute, batch):
         at = weight_streaming(workload, hardware, batch=batch, seq_len=seq_len, recompute=recompute)
-        sweep = np.geomspace(1, max(4 * float(at.compute_bound_batch), 4 * float(batch), 8), 48)
+        sweep = np.unique(np.round(np.geomspace(1, max(4 * float(at.compute_bound_batch), 4 * float(batch), 8), 48)))
         real = weight_streaming(workload, hardware, batch=sweep, seq_len=seq_len, recompute=recompute)
         ideal = weight_streaming(workload, scale_hardware(hardware, capacity=1e6), batch=sweep,
                                  seq_len=seq_len, recompute=recompute)

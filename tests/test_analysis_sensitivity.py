@@ -289,7 +289,8 @@ def test_inverse_falls_back_to_bracketing_when_time_is_not_a_max():
 def test_solve_for_rising_and_falling_outputs():
     f = lambda batch: ms.roofline("llama-3-8b", "h100", batch=batch, context_tokens=1024)  # noqa: E731
     b = ms.solve_for(f, "batch", 5000.0, output="tokens_per_s", bracket=(1, 4096))
-    assert f(b).tokens_per_s == pytest.approx(5000.0, rel=1e-8)
+    with ms.errors.continuous_counts():                 # solve_for works on the relaxation of batch
+        assert f(b).tokens_per_s == pytest.approx(5000.0, rel=1e-8)
     g = lambda bandwidth: ms.roofline("llama-3-8b", ms.scale_hardware(h100, bandwidth=bandwidth))  # noqa: E731
     k = ms.solve_for(g, "bandwidth", 2e-3)
     assert g(k).time_s <= 2e-3 and g(k).time_s == pytest.approx(2e-3, rel=1e-8)

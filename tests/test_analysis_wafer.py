@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import mlsysim as ms
+from mlsysim.errors import continuous_counts
 
 cs3 = ms.hardware("cs-3")
 DENSE = ["llama-3-8b", "llama-2-7b", "gpt-2", "gpt-2-xl"]
@@ -40,9 +41,10 @@ def test_streaming_ridge_and_crossover_tokens():
 @pytest.mark.parametrize("model", DENSE)
 def test_forward_sweep_is_balanced_at_the_compute_bound_batch(model):
     b = float(ws(model, hw="h100").compute_bound_batch)     # PCIe offload: reachable batches
-    at = ws(model, hw="h100", batch=b)
+    with continuous_counts():                                # the crossover lies between whole batches
+        at = ws(model, hw="h100", batch=b)
+        below, above = ws(model, hw="h100", batch=0.8 * b), ws(model, hw="h100", batch=1.25 * b)
     assert at.forward_compute_s == pytest.approx(at.forward_stream_s, rel=1e-6)
-    below, above = ws(model, hw="h100", batch=0.8 * b), ws(model, hw="h100", batch=1.25 * b)
     assert below.forward_compute_s < below.forward_stream_s and below.bound in ("injection", "mixed")
     assert above.bound == "compute"
 
@@ -50,7 +52,8 @@ def test_forward_sweep_is_balanced_at_the_compute_bound_batch(model):
 def test_moe_crossover_is_a_fixed_point():
     roomy = ms.scale_hardware(cs3, capacity=10)         # only the streaming balance is tested here
     r = ws("mixtral-8x7b", hw=roomy, batch=1)
-    at = ws("mixtral-8x7b", hw=roomy, batch=float(r.compute_bound_batch))
+    with continuous_counts():
+        at = ws("mixtral-8x7b", hw=roomy, batch=float(r.compute_bound_batch))
     assert at.forward_compute_s == pytest.approx(at.forward_stream_s, rel=1e-3)
     assert r.compute_bound_batch > 3 * ws("llama-3-8b", batch=1).compute_bound_batch  # 2 of 8 experts work
 
@@ -68,7 +71,10 @@ def test_reachability_verdict():
     assert not big.reachable and "not reachable" in big.verdict() and big.bound == "injection"
     small = ws("gpt-2-xl", batch=1)
     assert small.reachable and ": reachable" in small.verdict()
-    assert ws("gpt-2-xl", batch=float(small.compute_bound_batch) + 1).bound == "compute"
+    with continuous_counts():
+        assert ws("gpt-2-xl", batch=float(small.compute_bound_batch) + 1).bound == "compute"
+    with pytest.raises(ValueError, match="batch"):
+        ws("gpt-2-xl", batch=float(small.compute_bound_batch) + 1)       # outside it, a batch is whole
 
 
 def test_mixed_bound_when_only_the_backward_sweep_is_compute_bound():
@@ -103,8 +109,9 @@ def test_data_parallel_wafers_multiply_throughput_not_step_time():
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(DENSE), st.floats(1.0, 20.0), st.floats(1.01, 50.0))
 def test_faster_injection_is_never_slower(model, batch, k):
-    base = ws(model, hw="cs-2", batch=batch, recompute="full")
-    fast = ws(model, hw=ms.scale_hardware("cs-2", host_link=k), batch=batch, recompute="full")
+    with continuous_counts():
+        base = ws(model, hw="cs-2", batch=batch, recompute="full")
+        fast = ws(model, hw=ms.scale_hardware("cs-2", host_link=k), batch=batch, recompute="full")
     assert fast.time_s <= base.time_s
     # W(b) grows with the embedding rows the tokens touch, so the crossover falls at least as 1/k
     assert 0 < fast.compute_bound_batch <= base.compute_bound_batch / k * (1 + 1e-12)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InfeasibleError, UnknownNameError, check_integer, check_positive
+from ..errors import InfeasibleError, UnknownNameError, check_count, check_integer
+from ..roofline import _whole
 from ..registry import hardware as _hardware, model as _model  # _model: max_context doctest
 from ..tables import Record
 from ..units import fmt
@@ -65,10 +66,10 @@ def kv_cache_bytes(model, context_tokens=8192, batch=1, precision: str = "bf16",
     1.5625
     """
     m = _transformer(model)
-    check_positive("context_tokens", context_tokens, allow_zero=True)
-    check_positive("batch", batch)
+    whole = _whole(check_count("context_tokens", context_tokens, minimum=0), check_count("batch", batch))
     _, share, ok = _tp_layout(m, tp)
     out = _num(batch) * _num(context_tokens) * m.kv_bytes_per_token(precision) * share
+    ok = _whole(ok, whole)
     return out if ok is None else np.where(ok, out, np.nan)
 
 
@@ -89,8 +90,9 @@ def min_tp(model, hardware, context_tokens=2048, batch=1, precision: str = "bf16
     """
     m, hw = _transformer(model), _hardware(hardware)
     check_integer("max_tp", max_tp)
-    check_positive("context_tokens", context_tokens, allow_zero=True)
-    check_positive("batch", batch)
+    check_integer("context_tokens", context_tokens, minimum=0)
+    check_integer("batch", batch)
+    check_integer("prompt_tokens", prompt_tokens)
     if phase not in ("decode", "prefill"):
         raise UnknownNameError("phase", phase, ("decode", "prefill"))
     tokens = 1.0 if phase == "decode" else float(prompt_tokens)
@@ -116,18 +118,20 @@ def serving_memory(model, hardware, context_tokens=2048, batch=1, precision: str
     (16.06, 16.0, True)
     """
     s = _setup(model, hardware, precision, tp, weight_precision, kv_precision)
-    check_positive("context_tokens", context_tokens, allow_zero=True)
-    check_positive("batch", batch)
+    whole = _whole(check_count("context_tokens", context_tokens, minimum=0), check_count("batch", batch))
     batch, context = _num(batch), _num(context_tokens)
     p = _cost(s, "decode", batch, 1.0, context)
     hw = s.hws[0]
     feasible = p["footprint_B"] <= hw.memory_B
     if s.ok is not None:
         feasible = feasible & s.ok
+    parts = dict(weights_B=p["weights_B"], kv_cache_B=p["kv_cache_B"],
+                 activations_B=p["footprint_B"] - p["weights_B"] - p["kv_cache_B"], total_B=p["footprint_B"])
+    if whole is not None:               # a fractional batch or context holds no real bytes
+        feasible = feasible & whole
+        parts = {k: np.where(whole, v, np.nan) for k, v in parts.items()}
     return ServingMemory(workload=s.m.name, hardware=hw.name, tp=s.tp, batch=batch, context_tokens=context,
-                         weights_B=p["weights_B"], kv_cache_B=p["kv_cache_B"],
-                         activations_B=p["footprint_B"] - p["weights_B"] - p["kv_cache_B"],
-                         total_B=p["footprint_B"], capacity_B=hw.memory_B, feasible=feasible)
+                         capacity_B=hw.memory_B, feasible=feasible, **parts)
 
 
 def max_batch(model, hardware, context_tokens=2048, precision: str = "bf16", tp=1,
@@ -142,12 +146,13 @@ def max_batch(model, hardware, context_tokens=2048, precision: str = "bf16", tp=
     59
     """
     s = _setup(model, hardware, precision, tp, weight_precision, kv_precision)
-    check_positive("context_tokens", context_tokens, allow_zero=True)
+    whole = check_count("context_tokens", context_tokens, minimum=0)
     p = _cost(s, "decode", 1.0, 1.0, _num(context_tokens))     # footprint is affine in the batch
     hw = s.hws[0]
     room = hw.memory_B - p["weights_B"]
     out = np.floor(np.maximum(room, 0.0) / (p["footprint_B"] - p["weights_B"]))
-    bad = room < 0 if s.ok is None else (room < 0) | ~s.ok
+    ok = _whole(s.ok, whole)
+    bad = room < 0 if ok is None else (room < 0) | ~ok
     if np.ndim(out) == 0 and np.ndim(bad) == 0:
         if bad:
             raise InfeasibleError(f"{s.m.name} weights need {fmt(p['weights_B'], 'B', 4)} per GPU with "
@@ -171,14 +176,15 @@ def max_context(model, hardware, batch=1, precision: str = "bf16", tp=1,
     7206
     """
     s = _setup(model, hardware, precision, tp, weight_precision, kv_precision)
-    check_positive("batch", batch)
+    whole = check_count("batch", batch)
     batch = _num(batch)
     p0 = _cost(s, "decode", batch, 1.0, 0.0)
     hw, m = s.hws[0], s.m
     per_token = batch * m.kv_bytes_per_token(s.kp) * s.share
     room = hw.memory_B - (p0["footprint_B"] - p0["kv_cache_B"])
     out = np.minimum(np.floor(np.maximum(room, 0.0) / per_token), m.max_context)
-    bad = room < per_token if s.ok is None else (room < per_token) | ~s.ok
+    ok = _whole(s.ok, whole)
+    bad = room < per_token if ok is None else (room < per_token) | ~ok
     if np.ndim(out) == 0 and np.ndim(bad) == 0:
         if bad:
             raise InfeasibleError(f"{m.name} does not fit on {hw.name} with tp={s.tp} at batch {batch:g}: "

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InfeasibleError, MlsysimError, check_positive
+from ..errors import InfeasibleError, MlsysimError, check_count
+from ..roofline import COUNTS_REASON, _whole
 from ..tables import Record
 from ..units import fmt
 from .step import (ALLREDUCE_BASE_S, ALLREDUCE_STEP_S, DEFAULT_EFFICIENCY, DEFAULT_LAYER_OVERHEAD_S,
@@ -90,9 +91,8 @@ def generate(model, hardware, prompt_tokens=2048, output_tokens=256, batch=1, pr
     s = _setup(model, hardware, precision, tp, weight_precision, kv_precision, efficiency, mem_efficiency,
                layer_overhead_s, allreduce_base_s, allreduce_step_s)
     m = s.m
-    check_positive("output_tokens", output_tokens)
-    check_positive("prompt_tokens", prompt_tokens)
-    check_positive("batch", batch)
+    whole = _whole(check_count("output_tokens", output_tokens), check_count("prompt_tokens", prompt_tokens),
+                   check_count("batch", batch))
     if (output_tokens < 2) if type(output_tokens) in (int, float) else np.any(np.asarray(output_tokens) < 2):
         raise MlsysimError("output_tokens must be >= 2 (a single output token is a prefill: use ms.prefill)")
     p, n, batch = _num(prompt_tokens), _num(output_tokens), _num(batch)
@@ -119,7 +119,8 @@ def generate(model, hardware, prompt_tokens=2048, output_tokens=256, batch=1, pr
         raise InfeasibleError(f"{m.name}: {batch:g} requests of {p:g} + {n:g} tokens need "
                               f"{fmt(need, 'B', 4)} per GPU {where} with tp={s.tp}, more than "
                               f"the {fmt(s.hws[0].memory_B, 'B', 4)} of {s.hws[0].name}")
-    values, feasible, reason = _masked(values, fits, [(s.ok, "tp does not split the heads")], fail)
+    values, feasible, reason = _masked(values, fits, [(s.ok, "tp does not split the heads"),
+                                                      (whole, COUNTS_REASON)], fail)
     if type(values["decode_s"]) is not float:
         values["decode_s"] = np.asarray(values["decode_s"], dtype=float)
     return Generation(workload=m.name, hardware=s.hws[0].name if s.one else tuple(h.name for h in s.hws),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InfeasibleError, MlsysimError, check_fraction, check_integer, check_positive
+from ..errors import InfeasibleError, MlsysimError, check_count, check_fraction, check_integer, check_positive
 from ..registry import hardware as _hardware
 from ..tables import Record
 from ..units import bytes_per, fmt
@@ -90,9 +90,10 @@ def paged_kv(model, hardware, lengths, probabilities=None, block_tokens=16, max_
     (7.5, 104, 2.0)
     """
     m, hw = _transformer(model), _hardware(hardware)
-    lengths = np.asarray(list(lengths) if not isinstance(lengths, (np.ndarray, int, float)) else lengths,
-                         dtype=float).ravel()
-    check_positive("lengths", lengths)
+    if not isinstance(lengths, (np.ndarray, int, float, str, bytes)):
+        lengths = list(lengths)
+    check_integer("lengths", lengths)
+    lengths = np.asarray(lengths, dtype=float).ravel()
     if probabilities is None:
         probs = np.full(lengths.size, 1.0 / lengths.size)
     else:
@@ -103,11 +104,12 @@ def paged_kv(model, hardware, lengths, probabilities=None, block_tokens=16, max_
         if probs.sum() <= 0:
             raise MlsysimError("probabilities must not all be 0")
         probs = probs / probs.sum()
-    check_integer("block_tokens", block_tokens)
+    whole = check_count("block_tokens", block_tokens)
     check_fraction("memory_fraction", memory_fraction)
     longest = float(lengths.max())
+    if max_tokens is not None:
+        check_integer("max_tokens", max_tokens)
     max_tokens = float(m.max_context if max_tokens is None else max_tokens)
-    check_positive("max_tokens", max_tokens)
     if longest > max_tokens:
         raise InfeasibleError(f"a request of {longest:,.0f} tokens exceeds max_tokens = {max_tokens:,.0f}")
     if longest > m.max_context:
@@ -127,6 +129,8 @@ def paged_kv(model, hardware, lengths, probabilities=None, block_tokens=16, max_
     mean_blocks = np.sum(blocks * probs, axis=-1)
     waste = np.sum((blocks * bb - lengths) * probs, axis=-1)           # empty slots of the last block
     paged = budget / (mean_blocks * b * kv_tok)
+    if whole is not None:                  # a fractional block size holds no whole tokens
+        mean_blocks, waste, paged = (np.where(whole, v, np.nan) for v in (mean_blocks, waste, paged))
     if np.ndim(paged) == 0:
         mean_blocks, waste, paged = float(mean_blocks), float(waste), float(paged)
     return PagedKV(workload=m.name, hardware=hw.name, block_tokens=b, max_tokens=max_tokens, kv_budget_B=budget,

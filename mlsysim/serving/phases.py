@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InfeasibleError, MlsysimError, check_positive
-from ..roofline import RooflineTerms
+from ..errors import InfeasibleError, MlsysimError, check_count
+from ..roofline import COUNTS_REASON, RooflineTerms, _whole
 from ..tables import Record
 from ..units import fmt
 from .capacity import min_tp
@@ -89,11 +89,9 @@ class InferenceStep(RooflineTerms, Record):
 
 def _step(s: _Setup, phase, batch, tokens, context) -> InferenceStep:
     m = s.m
+    whole = _whole(check_count("batch", batch), check_count("context_tokens", context, minimum=0),
+                   check_count("prompt_tokens", tokens) if phase == "prefill" else None)
     batch, tokens, context = _num(batch), _num(tokens), _num(context)
-    check_positive("batch", batch)
-    check_positive("context_tokens", context, allow_zero=True)
-    if phase == "prefill":
-        check_positive("prompt_tokens", tokens)
     context, inside = _window(m, context, tokens)
     values, fits = _evaluate(s, phase, batch, tokens, context)
     values.pop("message_B", None)
@@ -101,7 +99,8 @@ def _step(s: _Setup, phase, batch, tokens, context) -> InferenceStep:
     def fail():
         raise InfeasibleError(_fit_message(s, phase, batch, context, values["footprint_B"]))
     values, feasible, reason = _masked(values, fits, [(s.ok, "tp does not split the heads"),
-                                                      (inside, "beyond the model's context window")], fail)
+                                                      (inside, "beyond the model's context window"),
+                                                      (whole, COUNTS_REASON)], fail)
     return InferenceStep(workload=m.name, hardware=s.hws[0].name if s.one else tuple(h.name for h in s.hws),
                          phase=phase, precision=s.precision, tp=s.tp, batch=batch, tokens=tokens,
                          context_tokens=context, feasible=feasible, reason=reason, efficiency=s.eff, **values)

@@ -83,11 +83,13 @@ def serving_plan(model, hardware, ttft_s=0.5, itl_s=0.03, prompt_tokens=4096, ou
     m = _transformer(model)
     check_positive("ttft_s", ttft_s)
     check_positive("itl_s", itl_s)
-    check_positive("prompt_tokens", prompt_tokens)
-    check_positive("output_tokens", output_tokens)
+    check_integer("prompt_tokens", prompt_tokens)
+    check_integer("output_tokens", output_tokens)
     check_integer("max_batch_tried", max_batch_tried)
     devices = [hardware] if isinstance(hardware, (str, Hardware)) else list(hardware)
-    tps = [tp] if isinstance(tp, int) else list(tp)
+    tps = list(tp) if isinstance(tp, (list, tuple, range, np.ndarray)) else [tp]
+    for t in tps:
+        check_integer("tp", t)
     context = float(prompt_tokens + output_tokens)
     if context > m.max_context:
         raise InfeasibleError(f"{m.name} has a context window of {m.max_context:,} tokens; "
@@ -96,7 +98,6 @@ def serving_plan(model, hardware, ttft_s=0.5, itl_s=0.03, prompt_tokens=4096, ou
     for dev in devices:
         hw = _hardware(dev)
         for t in tps:
-            check_integer("tp", t)
             row = {"device": hw.name, "tp": int(t), "fits": False, "ttft_s": math.nan, "itl_s": math.nan,
                    "max_batch": 0.0, "tokens_per_s": 0.0, "tokens_per_s_per_gpu": 0.0, "meets": False}
             rows.append(row)

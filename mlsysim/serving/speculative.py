@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InfeasibleError, MlsysimError, check_integer, check_positive
+from ..errors import InfeasibleError, MlsysimError, check_count
+from ..roofline import _whole
 from ..systems import Hardware
 from ..tables import Record
 from ..units import fmt
@@ -61,7 +62,7 @@ def expected_accepted_tokens(k, acceptance_rate):
     >>> round(expected_accepted_tokens(4, 0.8), 4), expected_accepted_tokens(3, 1.0)
     (3.3616, 4.0)
     """
-    check_integer("k", k, minimum=0)
+    whole = check_count("k", k, minimum=0)
     a = _num(acceptance_rate)
     if not (0.0 <= a <= 1.0 if type(a) is float else np.all((a >= 0) & (a <= 1))):
         raise MlsysimError(f"acceptance_rate must lie in [0, 1], got {acceptance_rate}")
@@ -69,7 +70,8 @@ def expected_accepted_tokens(k, acceptance_rate):
     if _scalar(a, k1):
         return k1 if a == 1.0 else (1.0 - a ** k1) / (1.0 - a)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(a == 1.0, k1, (1.0 - a ** k1) / (1.0 - a))
+        out = np.where(a == 1.0, k1, (1.0 - a ** k1) / (1.0 - a))
+    return out if whole is None else np.where(whole, out, np.nan)
 
 
 def speculative_decode(model, hardware, draft, k=4, acceptance_rate=0.8, context_tokens=2048, batch=1,
@@ -100,8 +102,8 @@ def speculative_decode(model, hardware, draft, k=4, acceptance_rate=0.8, context
     st, sd = _setup(model, *args), _setup(draft, *args)
     m = st.m
     e = expected_accepted_tokens(k, acceptance_rate)
-    check_positive("context_tokens", context_tokens, allow_zero=True)
-    check_positive("batch", batch)
+    whole = _whole(check_count("k", k, minimum=0), check_count("context_tokens", context_tokens, minimum=0),
+                   check_count("batch", batch))
     kk, c, b = _num(k), _num(context_tokens), _num(batch)
     _window(m, c, kk + 1.0)
     _window(sd.m, c, kk)
@@ -118,6 +120,8 @@ def speculative_decode(model, hardware, draft, k=4, acceptance_rate=0.8, context
         raise InfeasibleError(f"{m.name} and its draft {sd.m.name} need {fmt(footprint, 'B', 4)} per GPU "
                               f"together with tp={st.tp}, more than the {fmt(base['capacity_B'], 'B', 4)} of "
                               f"{st.hws[0].name}")
+    if whole is not None:
+        fits = fits & whole
     if np.ndim(fits):
         per_token = np.where(fits, per_token, np.nan)
     return Speculative(workload=m.name, draft=sd.m.name, hardware=st.hws[0].name, k=kk, acceptance_rate=_num(

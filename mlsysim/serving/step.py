@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collectives import allreduce_time
-from ..errors import InfeasibleError, MlsysimError, check_fraction, check_integer, check_positive
+from ..errors import InfeasibleError, MlsysimError, check_count, check_fraction, check_positive
 from ..registry import hardware as _hardware, model as _model
 from ..roofline import transformer_cost
 from ..systems import Hardware
@@ -112,9 +112,10 @@ def _tp_layout(m: Transformer, tp):
     """(tp as int or float array, KV share per GPU, mask of valid tp or None). A scalar tp that
     does not split the heads raises."""
     if type(tp) is not int:
-        check_integer("tp", tp)
+        check_count("tp", tp)          # a fractional entry of an array never splits the heads (below)
         tp = int(tp) if np.ndim(tp) == 0 else np.asarray(tp, dtype=float)
-    check_integer("tp", tp)
+    elif tp < 1:
+        check_count("tp", tp)
     if type(tp) is int:
         if not _valid_tp(m, tp):
             raise InfeasibleError(_tp_message(m, tp))
