@@ -404,9 +404,11 @@ def _candidates(value, name):
     """A layout constraint: None (the search's default), one value, or a sequence."""
     if value is None:
         return None
-    vals = [value] if isinstance(value, (int, float, str)) else list(value)
+    vals = [value] if isinstance(value, (int, float, str, bytes)) else list(value)
     if not vals:
         raise MlsysimError(f"{name} must not be empty")
+    if name != "recompute":
+        check_integer(name, vals, minimum=0 if name == "zero_stage" else 1)
     return vals
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import MlsysimError, UnknownNameError, check_fraction, check_positive
+from .errors import MlsysimError, UnknownNameError, check_fraction, check_integer, check_positive
 from .registry import _key, _read, cluster as _cluster, grid as _grid, model as _model
 from .sustainability import _grids, _ndim, _num, _per_grid, _pue, _utilization, it_power_W
 from .tables import Record
@@ -302,7 +302,7 @@ def training_flops(model, tokens, seq_len=4096):
     """
     m = _model(model)
     tokens = _num(tokens, "tokens")
-    check_positive("seq_len", seq_len)
+    check_integer("seq_len", seq_len)
     return 3.0 * tokens * m.flops_per_token((seq_len + 1) / 2.0)
 
 

@@ -119,7 +119,7 @@ def generate(model, hardware, prompt_tokens=2048, output_tokens=256, batch=1, pr
         raise InfeasibleError(f"{m.name}: {batch:g} requests of {p:g} + {n:g} tokens need "
                               f"{fmt(need, 'B', 4)} per GPU {where} with tp={s.tp}, more than "
                               f"the {fmt(s.hws[0].memory_B, 'B', 4)} of {s.hws[0].name}")
-    values, feasible, reason = _masked(values, fits, [(s.ok, "tp does not split the heads"),
+    values, feasible, reason = _masked(values, fits, [(s.ok, "tp does not split the heads or is not a whole number"),
                                                       (whole, COUNTS_REASON)], fail)
     if type(values["decode_s"]) is not float:
         values["decode_s"] = np.asarray(values["decode_s"], dtype=float)

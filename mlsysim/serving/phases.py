@@ -98,7 +98,7 @@ def _step(s: _Setup, phase, batch, tokens, context) -> InferenceStep:
 
     def fail():
         raise InfeasibleError(_fit_message(s, phase, batch, context, values["footprint_B"]))
-    values, feasible, reason = _masked(values, fits, [(s.ok, "tp does not split the heads"),
+    values, feasible, reason = _masked(values, fits, [(s.ok, "tp does not split the heads or is not a whole number"),
                                                       (inside, "beyond the model's context window"),
                                                       (whole, COUNTS_REASON)], fail)
     return InferenceStep(workload=m.name, hardware=s.hws[0].name if s.one else tuple(h.name for h in s.hws),
