@@ -38,6 +38,10 @@ PRECISIONS = tuple(BYTES_PER_ELEMENT)
 
 def bytes_per(precision: str) -> float:
     """Bytes of one element stored in ``precision`` (e.g. ``bytes_per("bf16") == 2``)."""
+    if type(precision) is str:               # fast path: a name as written in the table
+        b = BYTES_PER_ELEMENT.get(precision)
+        if b is not None:
+            return b
     try:
         return BYTES_PER_ELEMENT[precision.lower()]
     except (KeyError, AttributeError):

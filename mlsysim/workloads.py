@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .errors import MlsysimError, check_integer
+from .units import bytes_per
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,7 +257,6 @@ class Transformer:
         return float(2 * self.layers * self.kv_heads * self.head_dim)
 
     def kv_bytes_per_token(self, precision: str = "bf16") -> float:
-        from .units import bytes_per
         return self.kv_elements_per_token * bytes_per(precision)
 
     @cached_property

@@ -252,8 +252,8 @@ def _window(m: Transformer, context, tokens):
 def _masked(values: dict, fits, masks, on_fail) -> tuple[dict, object, str]:
     """Scalar: raise via ``on_fail`` if it does not fit. Arrays: NaN where infeasible, with reasons."""
     masks = [(mk, why) for mk, why in masks if mk is not None]
-    scalar = all(np.ndim(v) == 0 for v in values.values())
-    if isinstance(fits, (bool, np.bool_)) and not masks and scalar:
+    if not masks and isinstance(fits, (bool, np.bool_)) and all(type(v) is float or np.ndim(v) == 0
+                                                                 for v in values.values()):
         if not fits:
             on_fail()
         return {k: (v if type(v) is float else float(v)) for k, v in values.items()}, True, ""
