@@ -150,7 +150,9 @@ def package_modules(package_dir: Path, prefix: str = "mlsysim") -> list[str]:
     """Public modules of mlsysim, ordered as mlsysim/__init__.py imports them, then by name."""
     names = [m.name for m in pkgutil.iter_modules([str(package_dir)]) if not m.name.startswith("_")]
     init = (package_dir / "__init__.py").read_text(encoding="utf-8")
-    order = {n: i for i, n in enumerate(re.findall(r"^from \.(\w+) import", init, re.MULTILINE))}
+    # eager "from .x import" lines, then the entries of a table of lazily loaded modules ('    "x": (')
+    found = re.findall(r'^(?:from \.(\w+) import|    "(\w+)": \()', init, re.MULTILINE)
+    order = {n: i for i, n in enumerate(a or b for a, b in found)}
     return [f"{prefix}.{n}" for n in sorted(names, key=lambda n: (order.get(n, len(order)), n))]
 
 
