@@ -3,6 +3,7 @@
     python -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install mlsysim==0.3.0   # once, outside the repo
     python benchmarks/reference.py                  # 7 rounds
     python benchmarks/reference.py --rounds 15 --reference-python /path/to/python
+    python benchmarks/reference.py --baseline /tmp/old/bin/python   # also an earlier checkout, same rounds
 
 Two measurements, each taken in fresh interpreters that alternate (reference, this package,
 reference, ...) so that a busy machine slows both alike; the best round of each side counts:
@@ -74,29 +75,41 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--reference-python", default="/tmp/refvenv/bin/python")
     ap.add_argument("--python", default=sys.executable, help="interpreter with this package installed")
+    ap.add_argument("--baseline", help="interpreter with another version of this package, measured alongside")
     args = ap.parse_args()
     ref = args.reference_python
     if not Path(ref).exists():
         sys.exit(f"no reference interpreter at {ref}: python -m venv /tmp/refvenv && "
                  f"/tmp/refvenv/bin/pip install mlsysim==0.3.0")
     with tempfile.TemporaryDirectory() as cwd:
-        ours_at, ref_at = _where(args.python, cwd), _where(ref, cwd)
-        if ours_at == ref_at:
-            sys.exit(f"both interpreters import mlsysim from {ours_at}")
-        print(f"this package: {ours_at}\nreference:    {ref_at}\n")
-        best = {k: float("inf") for k in ("import ref", "import ours", "solve ref", "solve ours")}
-        for _ in range(args.rounds):           # alternate the two sides within every round
-            best["import ref"] = min(best["import ref"], import_s(ref, cwd))
-            best["import ours"] = min(best["import ours"], import_s(args.python, cwd))
-            best["solve ref"] = min(best["solve ref"], solve_s(ref, "reference", cwd))
-            best["solve ours"] = min(best["solve ours"], solve_s(args.python, "mlsysim", cwd))
-    rows = [("import mlsysim (start-up included)", f"{best['import ref'] * 1e3:,.0f} ms",
-             f"{best['import ours'] * 1e3:,.0f} ms", best["import ref"] / best["import ours"], ">= 15x"),
-            ("one serving solve (decode step)", f"{best['solve ref'] * 1e6:,.1f} µs",
-             f"{best['solve ours'] * 1e6:,.1f} µs", best["solve ref"] / best["solve ours"],
-             ">= 30x and <= 20 µs")]
-    head = ("measurement", "mlsysim 0.3.0", "this package", "faster", "target")
-    table = [head] + [(a, b, c, f"{r:.1f}x", t) for a, b, c, r, t in rows]
+        sides = {"ref": ref, "ours": args.python, **({"base": args.baseline} if args.baseline else {})}
+        where = {k: _where(py, cwd) for k, py in sides.items()}
+        if where["ours"] == where["ref"]:
+            sys.exit(f"both interpreters import mlsysim from {where['ours']}")
+        for k, label in (("ours", "this package"), ("base", "baseline"), ("ref", "reference")):
+            if k in where:
+                print(f"{label + ':':14}{where[k]}")
+        print()
+        best = {(m, k): float("inf") for m in ("import", "solve") for k in sides}
+        for _ in range(args.rounds):           # alternate the sides within every round
+            for k, py in sides.items():
+                best["import", k] = min(best["import", k], import_s(py, cwd))
+            for k, py in sides.items():
+                best["solve", k] = min(best["solve", k], solve_s(py, "reference" if k == "ref" else "mlsysim", cwd))
+    shown = {"import": lambda t: f"{t * 1e3:,.0f} ms", "solve": lambda t: f"{t * 1e6:,.1f} µs"}
+    names = {"import": "import mlsysim (start-up included)", "solve": "one serving solve (decode step)"}
+    targets = {"import": ">= 15x", "solve": ">= 30x and <= 20 µs"}
+    cols = ["ref"] + (["base"] if args.baseline else []) + ["ours"]
+    head = ("measurement", "mlsysim 0.3.0") + (("baseline", "faster") if args.baseline else ()) + \
+        ("this package", "faster", "target")
+    table = [head]
+    for m in ("import", "solve"):
+        row = [names[m]]
+        for k in cols:
+            row.append(shown[m](best[m, k]))
+            if k != "ref":
+                row.append(f"{best[m, 'ref'] / best[m, k]:.1f}x")
+        table.append(tuple(row + [targets[m]]))
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     for r in table[:1] + [tuple("-" * w for w in widths)] + table[1:]:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
