@@ -128,6 +128,8 @@ def hierarchical_allreduce_time(bytes_, ranks_per_node, nodes, intra_Bps, inter_
     """
     check_integer("ranks_per_node", ranks_per_node, minimum=1)
     check_integer("nodes", nodes, minimum=1)
+    check_positive("intra_Bps", intra_Bps)
+    check_positive("intra_latency_s", intra_latency_s, allow_zero=True)
     check_positive("inter_Bps", inter_Bps)
     check_positive("inter_latency_s", inter_latency_s, allow_zero=True)
     g = ranks_per_node

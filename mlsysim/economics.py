@@ -211,6 +211,7 @@ def tco(cluster, days, grid, utilization="training", years=None, residual_fracti
     d = _data()
     years = float(d["years"]) if years is None else _positive(years, "years")
     if not (type(residual_fraction) in (int, float) and 0 <= residual_fraction < 1):
+        check_positive("residual_fraction", residual_fraction, allow_zero=True)
         a = np.asarray(residual_fraction, dtype=float)
         if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a >= 1):
             raise MlsysimError(f"residual_fraction must lie in [0, 1), got {residual_fraction!r}")

@@ -141,7 +141,9 @@ def model_states_B(params, zero_stage: int = 0, dp: int = 1, optimizer: str = "a
     if zero_stage not in ZERO_STAGES:
         raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
     m = _model(params) if isinstance(params, str) else params
-    m = m if hasattr(m, "params") else _Params(float(m))
+    if not hasattr(m, "params"):
+        check_positive("params", m)
+        m = _Params(float(m))
     check_positive("params", m.params)
     w, g, ms_, o = bytes_per_param(m, optimizer, precision)
     f = [1.0 if zero_stage < k else 1.0 / dp for k in (1, 2, 3)]

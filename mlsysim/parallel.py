@@ -327,6 +327,7 @@ def _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_over
         raise UnknownNameError("attention", attention, ATTENTION)
     check_fraction("efficiency", efficiency)
     for name, x in (("overlap", overlap), ("tp_overlap", tp_overlap)):
+        check_positive(name, x, allow_zero=True)
         if not (0 <= x <= 1 if type(x) in (int, float) else np.all((np.asarray(x) >= 0) & (np.asarray(x) <= 1))):
             raise MlsysimError(f"{name} must lie in [0, 1], got {x!r}")
     c.accelerator.peak(precision)
@@ -624,6 +625,7 @@ def mfu(m, hardware, accelerators, tokens_per_s, seq_len, precision: str = "bf16
     0.462
     """
     check_integer("accelerators", accelerators)
+    check_positive("tokens_per_s", tokens_per_s)
     flops = training_flops(m, tokens_per_s, seq_len, recompute, include_attention=include_attention, **kw)
     return flops / (accelerators * _hardware(hardware).peak(precision))
 

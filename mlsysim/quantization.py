@@ -91,10 +91,10 @@ def weight_bytes_per_param(precision: str, group_size=None, group_B: float = 2.0
     3.88
     """
     b = bytes_per(precision)
+    check_positive("group_B", group_B)
     if group_size is None:
         return b
     check_integer("group_size", group_size, minimum=1)
-    check_positive("group_B", group_B)
     return b + group_B / np.asarray(group_size, dtype=float) if np.ndim(group_size) else b + group_B / group_size
 
 
@@ -224,6 +224,7 @@ def quantized(workload, hardware, scheme="w4a16", baseline="bf16", phase=None, b
     if phase == "training":
         raise MlsysimError("quantized() models inference passes; phase must be decode, prefill or inference")
     check_positive("overhead_s", overhead_s, allow_zero=True)
+    check_positive("group_B", group_B)
     overhead_s = overhead_s if type(overhead_s) is float else (
         float(overhead_s) if np.ndim(overhead_s) == 0 else np.asarray(overhead_s, dtype=float))
     args = dict(phase=phase, batch=batch, efficiency=efficiency, mem_efficiency=mem_efficiency,

@@ -350,6 +350,7 @@ def routing(small_model, large_model, hardware, qps, fraction_small, price, step
     (1.0, 16.0, 0.45)
     """
     f = fraction_small
+    check_positive("fraction_small", f, allow_zero=True)
     if not (type(f) in (int, float) and 0 <= f <= 1):
         a = np.asarray(f, dtype=float)
         if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):

@@ -147,6 +147,7 @@ def _utilization(u):
         return calibration().training_utilization
     if type(u) in (int, float) and 0.0 <= u <= 1.0:
         return float(u)
+    check_positive("utilization", u, allow_zero=True)
     a = np.asarray(u, dtype=float)
     if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
         raise MlsysimError(f"utilization must lie in [0, 1] (0 idle, 1 at TDP) or be 'training', got {u!r}")
@@ -210,6 +211,7 @@ def energy_kwh(cluster, hours, utilization=1.0, pue=1.0, scope: str = "node",
 def _pue(pue):
     if type(pue) in (int, float) and 1.0 <= pue < math.inf:
         return float(pue)
+    check_positive("pue", pue)
     a = np.asarray(pue, dtype=float)
     if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a < 1.0):
         raise MlsysimError(f"pue must be >= 1 (facility energy / IT energy), got {pue!r}")

@@ -226,3 +226,55 @@ def test_sensitivity_and_solve_for_work_on_the_relaxation_only_inside():
             rate(True)                      # booleans, text, NaN and negatives stay errors inside
     s = ms.hardware_sensitivity(ms.decode, "llama-3-8b", "h100", inputs={"batch": 1})
     assert math.isfinite(s["batch"].elasticity)
+
+
+# --- every other numeric input: a boolean, text or NaN is refused too ---------------------------
+MORE = {  # public functions without count inputs, with valid keyword arguments
+    "energy_kwh": dict(cluster=C, hours=24), "carbon_kg": dict(cluster=C, hours=24, grid="quebec"),
+    "it_power_W": dict(cluster=C), "capex_usd": dict(cluster=C), "tco": dict(cluster=C, days=30, grid="quebec"),
+    "young_interval_s": dict(checkpoint_s=30.0, mtbf_s=3600.0),
+    "daly_interval_s": dict(checkpoint_s=30.0, mtbf_s=3600.0),
+    "ettr": dict(interval_s=600.0, checkpoint_s=30.0, mtbf_s=3600.0),
+    "lost_work_s": dict(interval_s=600.0, restart_s=60.0),
+    "p2p_time": dict(bytes_=1e9, bandwidth_Bps=1e11, latency_s=1e-6),
+    "usd_per_million_tokens": dict(usd_per_hour=98.0, tokens_per_s=1e4),
+    "rental_usd": dict(accelerator_hours=1000.0, offer=2.0),
+    "chinchilla_tokens": dict(model="llama-3-8b"),
+}
+NAMES_TOO = {("reasoning_service", "price"), ("routing", "price"), ("rental_usd", "offer"),
+             ("model_states_B", "params")}          # a number, or the name of a record
+
+
+def _numeric_inputs():
+    out = []
+    for name, base in {**{k: v[0] for k, v in SOLVERS.items()}, **MORE}.items():
+        counts = SOLVERS.get(name, ({}, {}))[1]
+        for p, par in inspect.signature(getattr(ms, name)).parameters.items():
+            value = base.get(p, par.default)
+            if p not in counts and isinstance(value, (int, float)) and not isinstance(value, bool):
+                out.append((name, p))
+    return out
+
+
+NUMERIC = _numeric_inputs()
+
+
+def _call_more(name, arg, value):
+    base = SOLVERS[name][0] if name in SOLVERS else MORE[name]
+    return getattr(ms, name)(**{**base, arg: value})
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=st.sampled_from(NUMERIC),
+       value=st.sampled_from([True, False, "4", "0.5", float("nan"), np.array([1.0, float("nan")])]))
+def test_no_numeric_input_takes_a_boolean_text_or_nan(case, value):
+    name, arg = case
+    if isinstance(value, str) and case in NAMES_TOO:
+        return                                  # text is a name here, refused as an unknown one
+    with pytest.raises(ValueError) as info:
+        _call_more(name, arg, value)
+    assert arg in str(info.value), f"{name}({arg}={value!r}): {info.value}"
+
+
+def test_the_numeric_sweep_covers_the_solvers():
+    assert len(NUMERIC) > 80 and {n for n, _ in NUMERIC} >= set(MORE) - {"chinchilla_tokens", "capex_usd"}

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InfeasibleError, MlsysimError, check_count
+from ..errors import InfeasibleError, MlsysimError, check_count, check_positive
 from ..roofline import _whole
 from ..systems import Hardware
 from ..tables import Record
@@ -63,6 +63,7 @@ def expected_accepted_tokens(k, acceptance_rate):
     (3.3616, 4.0)
     """
     whole = check_count("k", k, minimum=0)
+    check_positive("acceptance_rate", acceptance_rate, allow_zero=True)
     a = _num(acceptance_rate)
     if not (0.0 <= a <= 1.0 if type(a) is float else np.all((a >= 0) & (a <= 1))):
         raise MlsysimError(f"acceptance_rate must lie in [0, 1], got {acceptance_rate}")
