@@ -3,6 +3,9 @@
     python benchmarks/run.py            # every benchmarks/bench_*.py
     python benchmarks/run.py core       # only bench_core.py
 
+``benchmarks/reference.py`` compares the import and one serving solve with mlsysim 0.3.0 from
+PyPI, installed in a scratch environment outside the repository.
+
 Each bench_*.py module defines ``BENCHMARKS``: a list of ``Bench`` records. A benchmark
 is timed as the best of several repeats (the least disturbed run) and printed with its
 target; this is a measurement, not a test, so nothing fails on a slow machine.
