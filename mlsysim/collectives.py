@@ -36,16 +36,23 @@ import math
 
 import numpy as np
 
-from .errors import UnknownNameError, check_integer, check_positive
+from .errors import UnknownNameError, check_count, check_positive
 
 ALGORITHMS = ("ring", "tree")
 
 
-def _check(bytes_, n, bandwidth_Bps, latency_s) -> None:
+def _check(bytes_, n, bandwidth_Bps, latency_s):
+    """Validate; return the mask of whole rank counts (None when every ``n`` is whole)."""
     check_positive("bytes_", bytes_, allow_zero=True)
-    check_integer("n (ranks)", n, minimum=1)
+    whole = check_count("n (ranks)", n, minimum=1)
     check_positive("bandwidth_Bps", bandwidth_Bps)
     check_positive("latency_s", latency_s, allow_zero=True)
+    return whole
+
+
+def _whole_only(whole, t):
+    """NaN where a rank count of an array was fractional."""
+    return t if whole is None else np.where(whole, t, np.nan)
 
 
 def _log2ceil(n):
@@ -73,11 +80,11 @@ def allreduce_time(bytes_, n, bandwidth_Bps, latency_s=0.0, algorithm: str = "ri
     >>> round(allreduce_time(1e9, 8, 450e9) * 1e3, 2)
     3.89
     """
-    _check(bytes_, n, bandwidth_Bps, latency_s)
+    whole = _check(bytes_, n, bandwidth_Bps, latency_s)
     if algorithm == "ring":
-        return 2 * (n - 1) * latency_s + 2 * (n - 1) / n * bytes_ / bandwidth_Bps
+        return _whole_only(whole, 2 * (n - 1) * latency_s + 2 * (n - 1) / n * bytes_ / bandwidth_Bps)
     if algorithm == "tree":
-        return _unless_single(n, 2 * _log2ceil(n) * latency_s + 2 * bytes_ / bandwidth_Bps)
+        return _whole_only(whole, _unless_single(n, 2 * _log2ceil(n) * latency_s + 2 * bytes_ / bandwidth_Bps))
     raise UnknownNameError("all-reduce algorithm", algorithm, ALGORITHMS)
 
 
@@ -87,27 +94,24 @@ def reduce_scatter_time(bytes_, n, bandwidth_Bps, latency_s=0.0):
     >>> round(reduce_scatter_time(1e9, 8, 450e9) * 1e3, 3)
     1.944
     """
-    _check(bytes_, n, bandwidth_Bps, latency_s)
-    return _linear(bytes_, n, bandwidth_Bps, latency_s)
+    return _whole_only(_check(bytes_, n, bandwidth_Bps, latency_s), _linear(bytes_, n, bandwidth_Bps, latency_s))
 
 
 def all_gather_time(bytes_, n, bandwidth_Bps, latency_s=0.0):
     """Ring all-gather producing a ``bytes_`` tensor on every rank: (n−1)·α + (n−1)/n·S/β."""
-    _check(bytes_, n, bandwidth_Bps, latency_s)
-    return _linear(bytes_, n, bandwidth_Bps, latency_s)
+    return _whole_only(_check(bytes_, n, bandwidth_Bps, latency_s), _linear(bytes_, n, bandwidth_Bps, latency_s))
 
 
 def all_to_all_time(bytes_, n, bandwidth_Bps, latency_s=0.0):
     """All-to-all where each rank sends ``bytes_`` in total, 1/n to every rank (itself included):
     (n−1)·α + (n−1)/n·S/β on a full-bisection network."""
-    _check(bytes_, n, bandwidth_Bps, latency_s)
-    return _linear(bytes_, n, bandwidth_Bps, latency_s)
+    return _whole_only(_check(bytes_, n, bandwidth_Bps, latency_s), _linear(bytes_, n, bandwidth_Bps, latency_s))
 
 
 def broadcast_time(bytes_, n, bandwidth_Bps, latency_s=0.0):
     """Pipelined broadcast of ``bytes_`` from one rank to n: ⌈log2 n⌉·α + S/β (0 for n = 1)."""
-    _check(bytes_, n, bandwidth_Bps, latency_s)
-    return _unless_single(n, _log2ceil(n) * latency_s + bytes_ / bandwidth_Bps)
+    whole = _check(bytes_, n, bandwidth_Bps, latency_s)
+    return _whole_only(whole, _unless_single(n, _log2ceil(n) * latency_s + bytes_ / bandwidth_Bps))
 
 
 def p2p_time(bytes_, bandwidth_Bps, latency_s=0.0):
@@ -126,8 +130,8 @@ def hierarchical_allreduce_time(bytes_, ranks_per_node, nodes, intra_Bps, inter_
     >>> round(t * 1e3, 2)   # 1.94 + 4.69 + 1.94 ms
     8.58
     """
-    check_integer("ranks_per_node", ranks_per_node, minimum=1)
-    check_integer("nodes", nodes, minimum=1)
+    per_node, across_nodes = check_count("ranks_per_node", ranks_per_node), check_count("nodes", nodes)
+    whole = per_node if across_nodes is None else across_nodes if per_node is None else per_node & across_nodes
     check_positive("intra_Bps", intra_Bps)
     check_positive("intra_latency_s", intra_latency_s, allow_zero=True)
     check_positive("inter_Bps", inter_Bps)
@@ -135,4 +139,4 @@ def hierarchical_allreduce_time(bytes_, ranks_per_node, nodes, intra_Bps, inter_
     g = ranks_per_node
     inside = 2 * reduce_scatter_time(bytes_, g, intra_Bps, intra_latency_s)
     across = 2 * (nodes - 1) * inter_latency_s + 2 * (nodes - 1) / nodes * (bytes_ / g) / inter_Bps
-    return inside + across
+    return _whole_only(whole, inside + across)

@@ -116,7 +116,7 @@ def _call(name, arg, value):
 def _shown(value) -> set[str]:
     out = {repr(value), str(value)}
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        out |= {f"{value:g}", "nan" if math.isnan(value) else f"{value:g}"}
+        out.add(f"{value:g}")                   # how messages print numbers (nan, inf, 1e+09)
     return {s.lower() for s in out}
 
 
@@ -192,6 +192,11 @@ PLAIN = [  # functions returning plain numbers: NaN at the fractional entry
     (ms.expected_accepted_tokens, "k", 4, dict(acceptance_rate=0.8)),
     (ms.cluster_mtbf_h, "nodes", 4, dict(cluster=C)),
     (ms.wafers_needed, "batch", 4, dict(workload="llama-3-8b", hardware="cs-3")),
+    (ms.allreduce_time, "n", 8, dict(bytes_=1e9, bandwidth_Bps=1e11)),
+    (ms.broadcast_time, "n", 8, dict(bytes_=1e9, bandwidth_Bps=1e11)),
+    (ms.all_to_all_time, "n", 8, dict(bytes_=1e9, bandwidth_Bps=1e11)),
+    (ms.hierarchical_allreduce_time, "nodes", 4, dict(bytes_=1e9, ranks_per_node=8, intra_Bps=4e11,
+                                                      inter_Bps=5e10)),
 ]
 
 
