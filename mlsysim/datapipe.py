@@ -44,9 +44,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import MlsysimError, check_fraction, check_integer, check_positive
+from .errors import MlsysimError, check_count, check_fraction, check_positive
 from .registry import _Table, _key, _read, hardware as _hardware, model as _model
-from .roofline import roofline
+from .roofline import COUNTS_REASON, _whole, roofline
 from .tables import Record, Table, table
 from .units import GB, MB, fmt
 from .workloads import CNN, Transformer
@@ -345,13 +345,10 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
     m, hw = _model(workload), _hardware(hardware)
     p = _pipeline_for(m, pipeline)
     tier = input_tier(storage)
-    check_integer("workers", workers)
-    check_integer("readers", readers)
-    if seq_len is not None:
-        check_integer("seq_len", seq_len)
+    whole = _whole(check_count("workers", workers), check_count("readers", readers),
+                   None if cores is None else check_count("cores", cores),
+                   None if seq_len is None else check_count("seq_len", seq_len))
     workers, readers = _num(workers), _num(readers)
-    if cores is not None:
-        check_integer("cores", cores)
     cores = workers if cores is None else _num(cores)
     check_fraction("efficiency", efficiency)
     check_fraction("mem_efficiency", mem_efficiency)
@@ -367,8 +364,6 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
         sample_B, device_B, per_worker = p.stored_B, p.device_B, p.samples_per_core_s
         pass_kw = dict(batch=batch)
     else:
-        if seq_len is not None:
-            check_integer("seq_len", seq_len)
         tokens = 2048.0 if seq_len is None else _num(seq_len)
         sample_B = tokens * stored_bytes_per_token(m, p)
         device_B = tokens * p.device_B
@@ -390,7 +385,13 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
     ratio = acc_sps / per_worker
     needed = (math.ceil(ratio - 1e-9) if math.isfinite(ratio) else math.nan) if isinstance(ratio, float) \
         else np.ceil(ratio - 1e-9)
-    feasible = r.feasible
+    feasible, reason = r.feasible, r.reason
+    if whole is not None:          # a fractional worker, reader, core or token count in a sweep
+        feasible = np.broadcast_to(feasible, np.broadcast_shapes(np.shape(feasible), np.shape(whole),
+                                                                 np.shape(delivered))) & whole
+        delivered = np.where(feasible, delivered, np.nan)
+        reason = "; ".join(x for x in (reason.removesuffix(" where feasible is False"), COUNTS_REASON) if x) \
+            + " where feasible is False"
     if np.ndim(feasible):
         storage_sps, cpu_sps, link_sps = (np.where(feasible, np.broadcast_to(v, np.shape(feasible)), np.nan)
                                           for v in (storage_sps, cpu_sps, link_sps))
@@ -399,7 +400,7 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
                     storage_sps=storage_sps, cpu_sps=cpu_sps, link_sps=link_sps, accelerator_sps=acc_sps,
                     delivered_sps=delivered, step_s=r.time_s, step_flops=r.flops, per_worker_sps=per_worker,
                     workers_needed=0.0 if math.isinf(per_worker) else needed, feasible=feasible,
-                    reason=r.reason)
+                    reason=reason)
 
 
 @dataclass(frozen=True)

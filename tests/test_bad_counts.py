@@ -184,6 +184,8 @@ VECTOR = [  # (function, count input, a valid whole value, output read, keyword 
     (ms.speculative_decode, "k", 4, "time_per_token_s",
      dict(model="llama-2-70b", hardware="h100", draft="llama-2-7b", tp=4)),
     (ms.weight_streaming, "batch", 1, "time_s", dict(workload="llama-3-8b", hardware="cs-3")),
+    (ms.datapipe, "workers", 4, "delivered_sps", dict(workload="resnet-50", hardware="a100-80gb")),
+    (ms.datapipe, "readers", 4, "delivered_sps", dict(workload="resnet-50", hardware="a100-80gb", storage="s3")),
 ]
 PLAIN = [  # functions returning plain numbers: NaN at the fractional entry
     (ms.kv_cache_bytes, "batch", 4, dict(model="llama-3-8b")),
