@@ -32,7 +32,9 @@ from .memory import TrainingMemory, model_states_B, training_memory
 from .collectives import (all_gather_time, all_to_all_time, allreduce_time, broadcast_time,
                           hierarchical_allreduce_time, p2p_time, reduce_scatter_time)
 
-from .parallel import (DEFAULT_EFFICIENCY, ParallelSearch, TrainStep, best_parallelism, mfu, time_to_train_s,
+from .kernels import gemm_efficiency, gemm_time
+
+from .parallel import (ParallelSearch, TrainStep, best_parallelism, mfu, time_to_train_s,
                        train_step, training_flops)
 
 from .reliability import (cluster_mtbf_h, daly_interval_s, ettr, expected_failures, goodput, lost_work_s,

@@ -59,7 +59,7 @@ from .datapipe import DataPipe, datapipe
 from .economics import TCO, rental_usd, tco
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, \
     check_positive
-from .parallel import DEFAULT_EFFICIENCY, ParallelSearch, TrainStep, best_parallelism
+from .parallel import SHAPE_AWARE, ParallelSearch, TrainStep, best_parallelism
 from .registry import cluster as _cluster, grid as _grid, model as _model
 from .reliability import RESTART_S, Goodput, goodput as _goodput
 from .sustainability import Footprint, fmt_carbon, footprint
@@ -225,7 +225,8 @@ class Audit:
         w, wf = self.wall_s, self.waterfall
         share = lambda label: fmt(wf[label] / w, "%", 2)  # noqa: E731
         peak = fmt(s.model_flops / s.step_s / s.mfu / s.accelerators, "FLOP/s")
-        rows = [("compute", f"kernels at η = {float(s.efficiency):.2f} of peak",
+        eta = ("shape-aware" if s.efficiency == SHAPE_AWARE else "given") + f" GEMM η = {float(s.gemm_efficiency):.2f}"
+        rows = [("compute", f"kernels at {eta} of peak",
                  f"MFU {s.mfu:.1%} of {peak} per GPU", share("achieved efficiency"))]
         cap = float(s.memory.capacity_B)
         gain = 1.0 - self.unlimited_memory_step_s / float(s.step_s)
@@ -427,7 +428,7 @@ def _unlimited(c: Cluster) -> Cluster:
 
 
 def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=None, seq_len=8192,
-          precision: str = "bf16", efficiency=DEFAULT_EFFICIENCY, optimizer: str = "adam", tp=None, pp=None,
+          precision: str = "bf16", efficiency=None, optimizer: str = "adam", tp=None, pp=None,
           zero_stage=None, recompute=None, interleave=None, micro_batch=None, strategy=None,
           storage="lustre", interval_s=None, restart_s=RESTART_S, pipeline="tokens", data_storage=None,
           workers=8, node_failures_per_day=None, utilization="training", carbon_price_usd_per_t=0.0,
@@ -477,7 +478,8 @@ def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=
     if global_batch is None:
         global_batch = max(1, DEFAULT_BATCH_TOKENS // seq_len)
     check_integer("global_batch", global_batch)
-    check_fraction("efficiency", efficiency)
+    if efficiency is not None:
+        check_fraction("efficiency", efficiency)
     if strategy is not None and strategy not in STRATEGIES:
         raise UnknownNameError("checkpoint strategy", strategy, STRATEGIES)
     layout = {k: _candidates(v, k) for k, v in dict(tp=tp, pp=pp, zero_stage=zero_stage, recompute=recompute,

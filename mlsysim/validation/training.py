@@ -12,7 +12,7 @@ state are chosen by ``best_parallelism`` within that layout.
 from __future__ import annotations
 
 from ..memory import model_states_B
-from ..parallel import DEFAULT_EFFICIENCY, best_parallelism, mfu, time_to_train_s, train_step, training_flops
+from ..parallel import best_parallelism, mfu, time_to_train_s, train_step, training_flops
 from ..registry import cluster, hardware, model
 from ..units import day
 from ..workloads import Transformer
@@ -77,7 +77,7 @@ def korthikanti(name: str, efficiency: float = A100_MEGATRON_2022, recompute: st
                       recompute=recompute, sequence_parallel=recompute == "selective", attention="eager")
 
 
-def llama3(row, efficiency: float = DEFAULT_EFFICIENCY):
+def llama3(row, efficiency=None):
     """Best step of Llama 3.1 405B in a Table 4 layout (micro-batch, interleaving, ZeRO stage
     and recomputation chosen by the search)."""
     gpus, tp, cp, pp, dp, seq, per_dp, _ = row
