@@ -54,6 +54,13 @@ DEFAULT_MATMUL_EFFICIENCY = 0.80
 #: GPUs reach 80–90 % of the datasheet figure.
 MEMORY_EFFICIENCY = 0.83
 
+#: Fixed cost of one decoder layer's kernels in one forward pass (s): about ten kernels (two
+#: norms, QKV projection, rotary embedding, attention, output projection, residual add, MLP
+#: up/gate, activation, down projection), each paying a few µs of launch gap, DRAM-latency
+#: ramp and tail that no bandwidth removes (NCCL charges a 6.6 µs base latency to a small
+#: collective kernel for scale). A backward pass runs about twice the kernels.
+LAYER_OVERHEAD_S = 40e-6
+
 
 def _params(hw, precision):
     eta = hw.matmul_efficiency if hw.matmul_efficiency is not None else DEFAULT_MATMUL_EFFICIENCY

@@ -18,7 +18,10 @@ head), one GPU spends
   weight-gradient products, expert GEMMs with the rows routed to them, and the attention
   core as batched score products. A scalar ``efficiency`` η instead times all F at η·P.
   The non-GEMM kernels stream Q, their activation traffic (each activation written, read
-  back and its gradient written: 3× the no-recompute activations), at the HBM bandwidth B;
+  back and its gradient written: 3× the no-recompute activations), at the HBM bandwidth B
+  (by default at the achievable fraction ``kernels.MEMORY_EFFICIENCY`` of it, plus
+  ``kernels.LAYER_OVERHEAD_S`` of kernel launch gaps per layer and forward-pass equivalent;
+  a given η lumps both into itself);
 * **TP**: per layer 8 collectives of the activation tensor S = b·s·h·bytes/cp, each
   (t−1)/t·S/β over NVLink (2 all-reduces forward + 2 backward, or with sequence
   parallelism 4 all-gathers and 4 reduce-scatters: the same volume, Korthikanti et al.
@@ -66,7 +69,7 @@ import numpy as np
 
 from .collectives import all_gather_time, all_to_all_time, hierarchical_allreduce_time, p2p_time, \
     reduce_scatter_time
-from .kernels import MEMORY_EFFICIENCY, gemm_time
+from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, gemm_time
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, \
     check_positive
 from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_param, memory_core, ops,
@@ -215,7 +218,7 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     scores = (ab / 2 * m.heads * s * (34 + 13 * (rc >= 1)) / tp) if eager else 0.0
     traffic = Ls * (mem["layer_linear_B"] * (3 + full) + tokens * scores)
     stream = hbm if eta is not None else hbm * MEMORY_EFFICIENCY   # a given η lumps this in
-    nongemm = traffic / stream
+    nongemm = traffic / stream + (0.0 if eta is not None else Ls * (3 + full) * LAYER_OVERHEAD_S)
     compute = gemm + nongemm
     # tensor, expert, context and pipeline communication of one micro-batch
     S = tokens * d * ab

@@ -82,7 +82,8 @@ def llama3(row, efficiency=None):
     and recomputation chosen by the search)."""
     gpus, tp, cp, pp, dp, seq, per_dp, _ = row
     return best_parallelism("llama-3.1-405b", cluster("llama3-24k-h100", nodes=gpus // 8), dp * per_dp, seq,
-                            tp=[tp], pp=[pp], cp=[cp], zero_stage=(1, 2), efficiency=efficiency).best
+                            tp=[tp], pp=[pp], cp=[cp], zero_stage=(1, 2), recompute=("full",),
+                            efficiency=efficiency).best
 
 
 _ZERO = "Rajbhandari et al. 2020 (SC'20), ZeRO, §3 and Figure 1 (Ψ = 7.5B, K = 12, N_d = 64)"
