@@ -24,10 +24,10 @@ but not the wave term.
 Assumptions: operands already in HBM, no L2 reuse across GEMMs, no split-K or stream-K
 (which would soften the wave term on a real library), one precision for inputs and output.
 
-Worked numbers (tested): on an A100 (108 SMs, η_mm = 0.869) the QKV projection of an
+Worked numbers (tested): on an A100 (108 SMs, η_mm = 0.737) the QKV projection of an
 18.4B GPT with t = 8 (2,048 tokens × 2,304 columns, k = 6,144 hidden) makes 288 tiles of
-128 × 128 in ⌈288/108⌉ = 3 waves, so η = 0.869 · 288/324 = 0.772, while an 8,192³ GEMM
-fills its waves and reaches 0.867. An attention-score product with k = 96 (2,048 × 2,048 × 96)
+128 × 128 in ⌈288/108⌉ = 3 waves, so η = 0.737 · 288/324 = 0.655, while an 8,192³ GEMM
+fills its waves and reaches 0.736. An attention-score product with k = 96 (2,048 × 2,048 × 96)
 does 2·m·n·k = 805 MFLOP for 9.2 MB of traffic, 88 FLOP/B, under the A100's ridge of
 153 FLOP/B: memory-bound at η = 0.574.
 """
@@ -43,9 +43,9 @@ from .units import bytes_per
 #: (CUTLASS 2.x/3.x default tile shapes for Ampere and Hopper: 128×256, 256×128, 128×128).
 TILES = ((128, 256), (256, 128), (128, 128))
 
-#: η_mm for a part with no measured maximum achievable matmul FLOP/s: the middle of the
-#: published NVIDIA measurements (A100 86.9 %, H100 80.3 %, B200 77.6 %; ml-engineering,
-#: "Maximum Achievable Matmul FLOPS comparison table", 2025).
+#: η_mm for a part with no published matmul measurement: the middle of the published NVIDIA
+#: measurements (H100 80.3 %, B200 77.6 %, A100 73.7–86.9 % depending on the software
+#: stack; see the ``kernel_source`` of each part in ``data/hardware.yaml``).
 DEFAULT_MATMUL_EFFICIENCY = 0.80
 
 #: Achieved fraction of the spec HBM bandwidth in streaming (element-wise, normalisation,
@@ -79,8 +79,8 @@ def gemm_time(m, n, k, hw, precision: str = "bf16", batch=1, roofline: bool = Tr
     on chip, or one whose traffic is counted elsewhere).
 
     >>> import mlsysim as ms
-    >>> round(gemm_time(8192, 8192, 8192, ms.hardware("a100"), "bf16") * 1e3, 2)   # 1.1 PFLOP at 271 TFLOP/s
-    4.06
+    >>> round(gemm_time(8192, 8192, 8192, ms.hardware("a100"), "bf16") * 1e3, 2)   # 1.1 PFLOP at 230 TFLOP/s
+    4.79
     """
     rate, sms, bw, ab = _params(hw, precision)
     scalar = all(type(x) in (int, float) for x in (m, n, k, batch))
@@ -102,7 +102,7 @@ def gemm_efficiency(m, n, k, hw, precision: str = "bf16", batch=1, roofline: boo
     >>> import mlsysim as ms
     >>> a100 = ms.hardware("a100")
     >>> round(gemm_efficiency(2048, 2304, 6144, a100, "fp16"), 3)   # 288 tiles in 3 waves of 108
-    0.772
+    0.655
     >>> round(gemm_efficiency(2048, 2048, 96, a100, "bf16"), 3)     # k = 96: 88 FLOP/B, memory-bound
     0.574
     """
