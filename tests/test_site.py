@@ -158,6 +158,18 @@ def test_other_modules_follow_the_package_imports(tmp_path):
     assert course_site.package_modules(pkg) == ["mlsysim.zeta", "mlsysim.alpha", "mlsysim.beta"]
 
 
+def test_other_modules_list_a_subpackage_then_its_modules(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .sub import x\nfrom .alpha import b\n")
+    (pkg / "alpha.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from .two import x\nfrom .one import y\n")
+    for name in ("one", "two", "_private"):
+        (pkg / "sub" / f"{name}.py").write_text("")
+    assert course_site.other_modules(pkg, {"mlsysim.alpha"}) == ["mlsysim.sub", "mlsysim.sub.two",
+                                                                  "mlsysim.sub.one"]
+
+
 @pytest.mark.parametrize("lines, expected", [
     (["Parameters", "----------", "batch : sequences or images.", "    more text.", "", ">>> 1"],
      ["Parameters", "----------", "batch", "    sequences or images.", "    more text.", "",
@@ -214,12 +226,13 @@ def test_build_executes_pages_with_the_sliced_kernel_client(monkeypatch, tmp_pat
     ("mlsysim.table", "mlsysim.tables.table"),
     ("Hardware", "mlsysim.systems.Hardware"),
     ("~mlsysim.roofline.Roofline", None),                   # full names are Sphinx's own business
+    ("mlsysim.serving.decode", "mlsysim.serving.phases.decode"),   # re-exported by its package
     ("roofline", None),                                     # ambiguous: function and plot
     ("nothing_like_this", None),
 ])
 def test_short_references_resolve_to_one_object(target, expected):
     objects = {"mlsysim.roofline.roofline": 1, "mlsysim.plots.roofline": 1, "mlsysim.tables.table": 1,
-               "mlsysim.systems.Hardware": 1}
+               "mlsysim.systems.Hardware": 1, "mlsysim.serving.phases.decode": 1}
     assert course_site.resolve_short(target, objects) == expected
 
 

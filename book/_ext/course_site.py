@@ -18,7 +18,8 @@
    exist still fails it.
 6. ``.. mlsysim-other-modules::`` documents every module of the package that no page of
    book/api names in an ``automodule`` line, in the order of the imports in
-   mlsysim/__init__.py: a new solver module appears in the API reference without any edit.
+   mlsysim/__init__.py: a new solver module appears in the API reference without any edit. A
+   subpackage split by concept (``mlsysim.serving``) is followed by its modules.
 """
 import pkgutil
 import re
@@ -82,16 +83,21 @@ def resolve_short(target: str, objects) -> str | None:
     """The documented full name for a short mlsysim reference, or None.
 
     ``ms.X`` / ``mlsysim.X`` name what the package exports at its top level (``ms.roofline`` is
-    the function, not the plot of the same name); a bare ``X`` must name one object only.
+    the function, not the plot of the same name), ``mlsysim.serving.X`` what a subpackage
+    re-exports from the module that defines it; a bare ``X`` must name one object only.
     """
     target = target.lstrip("~.")
     parts = target.split(".")
-    if len(parts) == 2 and parts[0] in ("ms", "mlsysim"):
+    if len(parts) >= 2 and parts[0] in ("ms", "mlsysim"):
         import mlsysim
-        obj = getattr(mlsysim, parts[1], None)
+        obj = mlsysim
+        for name in parts[1:]:
+            obj = getattr(obj, name, None)
         full = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
         if full in objects:
             return full
+        if len(parts) > 2:
+            return None
         target = parts[1]
     if not re.fullmatch(r"[A-Za-z_]\w*", target):
         return None
@@ -140,12 +146,25 @@ def _existing_undocumented(node, contnode):
         return None
 
 
-def package_modules(package_dir: Path) -> list[str]:
+def package_modules(package_dir: Path, prefix: str = "mlsysim") -> list[str]:
     """Public modules of mlsysim, ordered as mlsysim/__init__.py imports them, then by name."""
     names = [m.name for m in pkgutil.iter_modules([str(package_dir)]) if not m.name.startswith("_")]
     init = (package_dir / "__init__.py").read_text(encoding="utf-8")
     order = {n: i for i, n in enumerate(re.findall(r"^from \.(\w+) import", init, re.MULTILINE))}
-    return [f"mlsysim.{n}" for n in sorted(names, key=lambda n: (order.get(n, len(order)), n))]
+    return [f"{prefix}.{n}" for n in sorted(names, key=lambda n: (order.get(n, len(order)), n))]
+
+
+def other_modules(package_dir: Path, documented: set[str]) -> list[str]:
+    """Modules no API page names, in import order; a subpackage is followed by its own modules."""
+    out = []
+    for m in package_modules(package_dir):
+        if m in documented:
+            continue
+        out.append(m)
+        sub = package_dir / m.rsplit(".", 1)[-1]
+        if sub.is_dir():
+            out += [s for s in package_modules(sub, m) if s not in documented]
+    return out
 
 
 def documented_modules(api_dir: Path) -> set[str]:
@@ -161,7 +180,7 @@ class OtherModules(SphinxDirective):
         import mlsysim
         here = Path(self.env.srcdir) / Path(self.env.docname).parent
         self.env.note_dependency(str(Path(mlsysim.__file__)))
-        others = [m for m in package_modules(Path(mlsysim.__file__).parent) if m not in documented_modules(here)]
+        others = other_modules(Path(mlsysim.__file__).parent, documented_modules(here))
         text = StringList([f".. automodule:: {m}" if i % 2 == 0 else "" for m in others for i in (0, 1)],
                           source=self.env.docname)
         node = nodes.container()
