@@ -179,6 +179,25 @@ def _gemm_seconds_cached(m, hw, precision, T, b, s, cp, tp, ep, full):
     return hit
 
 
+def _gemm_seconds_swept(m, hw, precision, T, b, s, cp, tp, ep, full):
+    """:func:`_gemm_seconds` of a large sweep, evaluated once per distinct GEMM shape (a sweep
+    of a million layouts has a few hundred distinct micro-batch shapes)."""
+    args = (T, b, s, cp, tp, ep, full)
+    shape = np.broadcast_shapes(*(np.shape(x) for x in args))
+    if math.prod(shape) < 4096:
+        return _gemm_seconds(m, hw, precision, *args)
+    code = np.zeros(shape, dtype=np.int64)
+    for x in args:   # one integer per distinct combination of the varying inputs
+        if np.ndim(x):
+            values, inv = np.unique(np.asarray(x), return_inverse=True)
+            code = code * values.size + np.broadcast_to(inv.reshape(np.shape(x)), shape)
+            code = np.unique(code, return_inverse=True)[1].reshape(shape)   # keep the codes dense
+    _, first, inverse = np.unique(code.ravel(), return_index=True, return_inverse=True)
+    picked = [np.broadcast_to(x, shape).ravel()[first] if np.ndim(x) else x for x in args]
+    parts = _gemm_seconds(m, hw, precision, *picked)
+    return tuple(np.asarray(y)[inverse].reshape(shape) if np.ndim(y) else y for y in parts)
+
+
 def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, pp, dp, cp, ep, b, M, v,
               zero, rc, sp, eager: bool, eta, overlap, tp_overlap, causal: bool = True) -> dict:
     """Step time and its parts for broadcastable configurations (see the module docstring)."""
@@ -204,7 +223,7 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     tokens = b * s / cp
     flops = tokens * (2 * stage_mm * (3 + full) + 6 * V * d + Ls * pair * att_mult) / tp
     if eta is None:   # shape-aware kernel efficiency (mlsysim.kernels)
-        gs = _gemm_seconds_cached if xp is _SCALAR else _gemm_seconds
+        gs = _gemm_seconds_cached if xp is _SCALAR else _gemm_seconds_swept
         dense_s, moe_s, head_s, core_s = gs(m, hw, precision, tokens, b, s, cp, tp, ep, full)
         attn_per_layer = tokens * pair * att_mult / tp * core_s
         gemm = (Ls - n_moe) * dense_s + n_moe * moe_s + head_s + Ls * attn_per_layer
