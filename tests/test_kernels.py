@@ -121,9 +121,9 @@ def test_sweep_matches_scalar_calls():
 
 
 def test_large_sweep_evaluates_each_distinct_shape_once_and_matches_scalars():
-    mb = np.tile(np.array([1, 2, 4, 8]), 2500)
+    mb = np.tile(np.array([1, 2]), 5000)
     tp = np.repeat(np.array([4, 8]), 5000)
     v = ms.train_step("llama-3-70b", H100_128, tp=tp, pp=8, micro_batch=mb, **KW)
-    for i in (0, 1, 4999, 5000, 9998, 9999):
+    for i in (0, 1, 4998, 4999, 5000, 5001, 9998, 9999):
         s = ms.train_step("llama-3-70b", H100_128, tp=int(tp[i]), pp=8, micro_batch=int(mb[i]), **KW)
         assert v.step_s[i] == pytest.approx(s.step_s) and v.gemm_s[i] == pytest.approx(s.gemm_s)
