@@ -67,15 +67,20 @@ MEGATRON_CORE = ("NVIDIA/Megatron-LM README (2025), 'Strong Scaling Results': GP
 LLAMA3 = "Llama 3 herd paper (Dubey et al. 2024) §3.3.2 and Table 4 (BF16 MFU on H100, RoCE 400 Gb/s per GPU)"
 
 
-def megatron_2021(row) -> float:
-    """Predicted TFLOP/s per GPU of a Table 1 row, counted as the paper's Eq. 3 does (hardware
-    FLOPs with full recomputation): full recomputation, eager attention, no SP, fp16, no ZeRO."""
+def megatron_2021_step(row):
+    """Best step of a Table 1 row within its published layout: full recomputation, eager
+    attention, no SP, fp16, no ZeRO; micro-batch size and interleaving (v ≤ 2) from the search."""
     _, heads, hidden, layers, t, p, gpus, batch, _ = row
     m = gpt(f"GPT {hidden}x{layers}", layers, hidden, heads)
-    s = best_parallelism(m, cluster("dgx-a100", nodes=gpus // 8), batch, 2048, tp=[t], pp=[p], interleave=(1, 2),
-                         zero_stage=(0,), recompute=("full",), attention="eager", sequence_parallel=False,
-                         precision="fp16")
-    return s.best.hfu * hardware("a100").peak("fp16")
+    return best_parallelism(m, cluster("dgx-a100", nodes=gpus // 8), batch, 2048, tp=[t], pp=[p], interleave=(1, 2),
+                            zero_stage=(0,), recompute=("full",), attention="eager", sequence_parallel=False,
+                            precision="fp16").best
+
+
+def megatron_2021(row) -> float:
+    """Predicted TFLOP/s per GPU of a Table 1 row, counted as the paper's Eq. 3 does (hardware
+    FLOPs with full recomputation)."""
+    return megatron_2021_step(row).hfu * hardware("a100").peak("fp16")
 
 
 def korthikanti(name: str, efficiency: float = A100_MEGATRON_2022, recompute: str = "selective"):
