@@ -283,6 +283,25 @@ def weak_scaling(labels: Sequence[str], steps: Sequence, predicted, published, y
     return fig
 
 
+def scaling_series(results: Sequence, cols: int = 3):
+    """One panel per published scaling series: published and predicted along the series.
+    ``results`` holds ``(name, unit, labels, published, predicted)`` tuples."""
+    rows_ = -(-len(results) // cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(4.2 * cols, 3.4 * rows_), layout="constrained",
+                             squeeze=False)
+    for ax, (name, unit, labels, published, predicted) in zip(axes.flat, results):
+        idx = np.arange(len(labels))
+        ax.plot(idx, published, "o-", color=PALETTE[0], label="published")
+        ax.plot(idx, predicted, "s--", color=PALETTE[1], label="predicted")
+        ax.set_xticks(idx, [str(x) for x in labels], rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel(unit)
+        ax.set_title(name, fontsize=8)
+    for ax in list(axes.flat)[len(results):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=8)
+    return fig
+
+
 def memory_breakdown(labels: Sequence[str], memories: Sequence, capacity_B: float | None = None,
                      title: str = "", ax=None, ymax_B: float | None = None):
     """Stacked bars of the per-GPU training memory (``TrainingMemory.parts()``) in GB,
