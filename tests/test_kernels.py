@@ -127,3 +127,28 @@ def test_large_sweep_evaluates_each_distinct_shape_once_and_matches_scalars():
     for i in (0, 1, 4998, 4999, 5000, 5001, 9998, 9999):
         s = ms.train_step("llama-3-70b", H100_128, tp=int(tp[i]), pp=8, micro_batch=int(mb[i]), **KW)
         assert v.step_s[i] == pytest.approx(s.step_s) and v.gemm_s[i] == pytest.approx(s.gemm_s)
+
+
+# --- in the serving model (opt-in: efficiency=None) ---------------------------------------------
+def test_shape_aware_prefill_times_short_prompts_by_their_tiles():
+    kw = dict(precision="fp16")
+    short = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=128, efficiency=None, **kw)
+    flat = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=128, **kw)
+    assert short.time_s > 1.4 * flat.time_s and short.bound == "compute" and flat.bound == "memory"
+    assert 0.2 < short.efficiency < 0.5 and short.utilization == pytest.approx(
+        short.flops / short.time_s / 312e12)
+    long = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=2048, efficiency=None, **kw)
+    assert long.efficiency == pytest.approx(0.70, abs=0.03)
+
+
+def test_shape_aware_decode_is_the_default_decode_and_arrays_broadcast():
+    a = ms.decode("llama-3-8b", "h100", context_tokens=4096, batch=8)
+    b = ms.decode("llama-3-8b", "h100", context_tokens=4096, batch=8, efficiency=None)
+    assert a.time_s == pytest.approx(b.time_s)
+    prompts = np.array([128.0, 2048.0])
+    v = ms.prefill("llama-3-8b", ["a100-80gb", "h100"], prompt_tokens=prompts, efficiency=None)
+    assert v.time_s.shape == (2, 2)
+    s = ms.prefill("llama-3-8b", "h100", prompt_tokens=2048, efficiency=None)
+    assert v.time_s[1, 1] == pytest.approx(s.time_s)
+    m = ms.prefill("mixtral-8x7b", "h100", prompt_tokens=2048, tp=2, efficiency=None)
+    assert 0.5 < m.efficiency < 0.81
