@@ -83,7 +83,7 @@ def gemm_time(m, n, k, hw, precision: str = "bf16", batch=1, roofline: bool = Tr
     4.79
     """
     rate, sms, bw, ab = _params(hw, precision)
-    scalar = all(type(x) in (int, float) for x in (m, n, k, batch))
+    scalar = all(type(x) in (int, float) for x in (m, n, k, batch)) and not (np.ndim(rate) or np.ndim(bw))
     best = None
     for tm, tn in TILES:
         tiles = batch * _cdiv(m, tm) * _cdiv(n, tn)
