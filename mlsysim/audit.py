@@ -465,9 +465,9 @@ def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=
     >>> import mlsysim as ms
     >>> a = ms.audit("llama-3-70b", ms.cluster("dgx-h100", nodes=64), grid="virginia", global_batch=512)
     >>> round(a.days, 1), round(a.mfu, 3), round(a.goodput.ratio, 3), a.checkpoint.strategy
-    (21.8, 0.712, 0.998, 'async')
+    (23.8, 0.653, 0.998, 'async')
     >>> round(a.carbon_kg / 1e3), round(a.cost_usd / 1e3)      # tCO2e, k$ to own
-    (95, 485)
+    (103, 528)
     """
     inputs = {k: v for k, v in locals().items()}
     m, c, g = _model(model), _cluster(cluster), _grid(grid)

@@ -16,7 +16,12 @@ head), one GPU spends
   the QKV, attention-output, MLP up/gate and down projections and the output head with the
   micro-batch's b·s/cp rows after TP splitting, each as forward, input-gradient and
   weight-gradient products, expert GEMMs with the rows routed to them, and the attention
-  core as batched score products. A scalar ``efficiency`` η instead times all F at η·P.
+  core: an eager attention as the batched score and value GEMMs it launches, a fused
+  (FlashAttention) kernel at the fraction ``Hardware.attention_efficiency`` of the peak that
+  such kernels reach on the part, forward and backward together (FlashAttention-2 runs at about
+  0.60 of an A100's peak but only 0.35 of an H100's: Dao 2023; Shah et al. 2024), or as
+  batched GEMMs where the part has no published figure. A scalar ``efficiency`` η instead
+  times all F at η·P.
   The non-GEMM kernels stream Q, their activation traffic (each activation written, read
   back and its gradient written: 3× the no-recompute activations), at the HBM bandwidth B
   (by default at the achievable fraction ``kernels.MEMORY_EFFICIENCY`` of it, plus
@@ -227,6 +232,8 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
         plain = xp is _SCALAR and np.ndim(peak) == 0 and np.ndim(hbm) == 0   # specs may be swept too
         gs = _gemm_seconds_cached if plain else _gemm_seconds_swept
         dense_s, moe_s, head_s, core_s = gs(m, hw, precision, tokens, b, s, cp, tp, ep, full)
+        if not eager and hw.attention_efficiency is not None:   # a fused kernel, not two GEMMs
+            core_s = 1.0 / (hw.attention_efficiency * peak)
         attn_per_layer = tokens * pair * att_mult / tp * core_s
         gemm = (Ls - n_moe) * dense_s + n_moe * moe_s + head_s + Ls * attn_per_layer
     else:

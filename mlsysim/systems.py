@@ -42,6 +42,7 @@ class Hardware:
     sram_bw_Bps: float | None = None
     sms: int | None = None                 # streaming multiprocessors / compute units that share a GEMM
     matmul_efficiency: float | None = None  # best achieved fraction of the bf16 dense peak in a GEMM
+    attention_efficiency: float | None = None  # fraction of the dense peak a fused attention kernel reaches
     kernel_source: str = ""                # source and date of sms and matmul_efficiency
     year: int | None = None
     source: str = ""
@@ -63,6 +64,9 @@ class Hardware:
             check_integer(f"{self.name}.sms", self.sms)
         if self.matmul_efficiency is not None and not 0 < self.matmul_efficiency <= 1:
             raise MlsysimError(f"{self.name}.matmul_efficiency must lie in (0, 1], got {self.matmul_efficiency!r}")
+        if self.attention_efficiency is not None and not 0 < self.attention_efficiency <= 1:
+            raise MlsysimError(f"{self.name}.attention_efficiency must lie in (0, 1], "
+                               f"got {self.attention_efficiency!r}")
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s in ``precision``; a missing precision is an error, never a fallback."""

@@ -152,3 +152,32 @@ def test_shape_aware_decode_is_the_default_decode_and_arrays_broadcast():
     assert v.time_s[1, 1] == pytest.approx(s.time_s)
     m = ms.prefill("mixtral-8x7b", "h100", prompt_tokens=2048, tp=2, efficiency=None)
     assert 0.5 < m.efficiency < 0.81
+
+
+def _with_attention(c, eff):
+    """``c`` with its accelerator's fused-attention efficiency replaced."""
+    import dataclasses
+    hw = dataclasses.replace(c.node.accelerator, attention_efficiency=eff)
+    return dataclasses.replace(c, node=dataclasses.replace(c.node, accelerator=hw))
+
+
+def test_fused_attention_runs_at_the_parts_attention_efficiency():
+    # FlashAttention-2: about 0.60 of an A100's peak forward + backward, 0.35 of an H100's
+    assert (A100.attention_efficiency, H100.attention_efficiency) == (0.60, 0.35)
+    c = ms.cluster("dgx-a100")
+    kw = dict(global_batch=8, seq_len=8192, tp=8, pp=1, micro_batch=1, recompute="none")
+    steps = {e: ms.train_step("llama-3-8b", _with_attention(c, e), **kw) for e in (0.30, 0.60)}
+    # the attention core's hardware FLOPs per GPU: causal half of 4·s·(h·d_head) per token and layer,
+    # forward plus a backward of 2.5 forwards
+    m = ms.model("llama-3-8b")
+    flops = 8 * 8192 * m.layers * (4 * 8192 * m.heads * m.head_dim / 2) * 3.5 / 8
+    extra = flops / (0.30 * A100.peak("bf16")) - flops / (0.60 * A100.peak("bf16"))
+    assert steps[0.30].gemm_s - steps[0.60].gemm_s == pytest.approx(extra, rel=1e-9)
+    # an eager attention launches its score and value products as GEMMs: no fused kernel
+    eager = {e: ms.train_step("llama-3-8b", _with_attention(c, e), attention="eager", **kw).step_s
+             for e in (0.30, 0.60)}
+    assert eager[0.30] == eager[0.60]
+    with pytest.raises(ValueError, match="attention_efficiency"):
+        ms.systems.Hardware(**{**{f: getattr(A100, f) for f in ("name", "kind", "vendor", "memory_B",
+                                                              "memory_bw_Bps")},
+                               "peak_flops": dict(A100.peak_flops), "attention_efficiency": 1.5})
