@@ -60,7 +60,7 @@ from .economics import TCO, rental_usd, tco
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, \
     check_positive
 from .goodput import Goodput, goodput as _goodput
-from .parallel import DEFAULT_EFFICIENCY, ParallelSearch, TrainStep, best_parallelism
+from .parallel import SHAPE_AWARE, ParallelSearch, TrainStep, best_parallelism
 from .registry import cluster as _cluster, grid as _grid, model as _model
 from .reliability import RESTART_S
 from .sustainability import Footprint, fmt_carbon, footprint
@@ -226,7 +226,8 @@ class Audit:
         w, wf = self.wall_s, self.waterfall
         share = lambda label: fmt(wf[label] / w, "%", 2)  # noqa: E731
         peak = fmt(s.model_flops / s.step_s / s.mfu / s.accelerators, "FLOP/s")
-        rows = [("compute", f"kernels at η = {float(s.efficiency):.2f} of peak",
+        eta = ("shape-aware" if s.efficiency == SHAPE_AWARE else "given") + f" GEMM η = {float(s.gemm_efficiency):.2f}"
+        rows = [("compute", f"kernels at {eta} of peak",
                  f"MFU {s.mfu:.1%} of {peak} per GPU", share("achieved efficiency"))]
         cap = float(s.memory.capacity_B)
         gain = 1.0 - self.unlimited_memory_step_s / float(s.step_s)
@@ -430,7 +431,7 @@ def _unlimited(c: Cluster) -> Cluster:
 
 
 def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=None, seq_len=8192,
-          precision: str = "bf16", efficiency=DEFAULT_EFFICIENCY, optimizer: str = "adam", tp=None, pp=None,
+          precision: str = "bf16", efficiency=None, optimizer: str = "adam", tp=None, pp=None,
           zero_stage=None, recompute=None, interleave=None, micro_batch=None, strategy=None,
           storage="lustre", interval_s=None, restart_s=RESTART_S, pipeline="tokens", data_storage=None,
           workers=8, node_failures_per_day=None, utilization="training", carbon_price_usd_per_t=0.0,
@@ -467,9 +468,9 @@ def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=
     >>> import mlsysim as ms
     >>> a = ms.audit("llama-3-70b", ms.cluster("dgx-h100", nodes=64), grid="virginia", global_batch=512)
     >>> round(a.days, 1), round(a.mfu, 3), round(a.goodput.ratio, 3), a.checkpoint.strategy
-    (25.5, 0.611, 0.998, 'async')
+    (23.8, 0.653, 0.998, 'async')
     >>> round(a.carbon_kg / 1e3), round(a.cost_usd / 1e3)      # tCO2e, k$ to own
-    (111, 565)
+    (103, 528)
     """
     inputs = {k: v for k, v in locals().items()}
     m, c, g = _model(model), _cluster(cluster), _grid(grid)
@@ -480,7 +481,8 @@ def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=
     if global_batch is None:
         global_batch = max(1, DEFAULT_BATCH_TOKENS // seq_len)
     check_integer("global_batch", global_batch)
-    check_fraction("efficiency", efficiency)
+    if efficiency is not None:
+        check_fraction("efficiency", efficiency)
     if strategy is not None and strategy not in STRATEGIES:
         raise UnknownNameError("checkpoint strategy", strategy, STRATEGIES)
     layout = {k: _candidates(v, k) for k, v in dict(tp=tp, pp=pp, zero_stage=zero_stage, recompute=recompute,

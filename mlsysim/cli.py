@@ -328,7 +328,7 @@ def _add_train(commands) -> None:
     p.add_argument("--pp", help="pipeline-parallel degree(s) (default: search)")
     p.add_argument("--zero", help="ZeRO stage(s) (default: search 0-3)")
     p.add_argument("--recompute", help="none, selective or full, or a list (default: search)")
-    p.add_argument("--efficiency", type=float, default=None, help="achieved fraction of peak in the kernels")
+    p.add_argument("--efficiency", type=float, default=None, help="achieved fraction of peak in the kernels (default: from each GEMM's shape)")
     p.add_argument("--precision", default="bf16")
     p.add_argument("--top", type=int, default=5, help="layouts to rank (default 5)")
     add_json_flag(p)
@@ -351,11 +351,11 @@ def _json_train(s) -> dict:
 
 
 def _run_train(args) -> int:
-    from .parallel import DEFAULT_EFFICIENCY, best_parallelism
+    from .parallel import best_parallelism
     kw = {k: v for k, v in dict(tp=_cands(args.tp), pp=_cands(args.pp), zero_stage=_cands(args.zero),
                                 recompute=_cands(args.recompute, str)).items() if v is not None}
     s = best_parallelism(args.model, _cluster_of(args), args.global_batch, args.seq_len, precision=args.precision,
-                         efficiency=args.efficiency or DEFAULT_EFFICIENCY, top=args.top, **kw)
+                         efficiency=args.efficiency, top=args.top, **kw)
     emit(_json_train(s) if args.json else s, args)
     return 0
 

@@ -8,13 +8,25 @@ replica runs m = global_batch / (dp·b) micro-batches of b sequences through p p
 stages. Per micro-batch and stage (the busiest stage: ⌈L/(p·v)⌉·v layers plus the output
 head), one GPU spends
 
-* **compute** F / (η·P) + Q / B: F the hardware FLOPs of its share (forward 2·N per token
-  plus attention; backward twice the forward; recomputation re-runs the forward of the
-  recomputed part; a causal FlashAttention kernel skips the masked half of the score
-  pairs), η the achieved fraction of the dense peak P in the
-  kernels (``efficiency``), Q the activation traffic of the kernels that are not matrix
-  multiplies (each activation written, read back and its gradient written: 3× the
-  no-recompute activations) at the HBM bandwidth B;
+* **compute** = GEMM + non-GEMM time. The GEMMs do F, the hardware FLOPs of its share
+  (forward 2·N per token plus attention; backward twice the forward; recomputation re-runs
+  the forward of the recomputed part; a causal FlashAttention kernel skips the masked half
+  of the score pairs). By default every matrix multiply is timed from its own shape
+  (:mod:`mlsysim.kernels`: tile and wave quantization over the SMs, and the GEMM's roofline):
+  the QKV, attention-output, MLP up/gate and down projections and the output head with the
+  micro-batch's b·s/cp rows after TP splitting, each as forward, input-gradient and
+  weight-gradient products, expert GEMMs with the rows routed to them, and the attention
+  core: an eager attention as the batched score and value GEMMs it launches, a fused
+  (FlashAttention) kernel at the fraction ``Hardware.attention_efficiency`` of the peak that
+  such kernels reach on the part, forward and backward together (FlashAttention-2 runs at about
+  0.60 of an A100's peak but only 0.35 of an H100's: Dao 2023; Shah et al. 2024), or as
+  batched GEMMs where the part has no published figure. A scalar ``efficiency`` η instead
+  times all F at η·P.
+  The non-GEMM kernels stream Q, their activation traffic (each activation written, read
+  back and its gradient written: 3× the no-recompute activations), at the HBM bandwidth B
+  (by default at the achievable fraction ``kernels.MEMORY_EFFICIENCY`` of it, plus
+  ``kernels.LAYER_OVERHEAD_S`` of kernel launch gaps per layer and forward-pass equivalent;
+  a given η lumps both into itself);
 * **TP**: per layer 8 collectives of the activation tensor S = b·s·h·bytes/cp, each
   (t−1)/t·S/β over NVLink (2 all-reduces forward + 2 backward, or with sequence
   parallelism 4 all-gathers and 4 reduce-scatters: the same volume, Korthikanti et al.
@@ -50,7 +62,8 @@ no stragglers, failures, data-loading or checkpoint stalls (notebook 06 part 2).
 
 Worked number (tested): GPT-3 175B, 64 A100s (t = 8, p = 8), batch 64 × 2,048 tokens,
 eager attention with selective recomputation and SP, η = 0.70: step 13.8 s, MFU 51.3 %
-(Korthikanti et al. 2022: 13.75 s, 51.4 %; the default η = 0.65 gives 14.7 s).
+(Korthikanti et al. 2022: 13.75 s, 51.4 %); the shape-aware default times its GEMMs at 0.69 of
+peak on average and gives 14.2 s, MFU 49.6 %.
 """
 from __future__ import annotations
 
@@ -62,6 +75,7 @@ import numpy as np
 
 from .collectives import all_gather_time, all_to_all_time, hierarchical_allreduce_time, p2p_time, \
     reduce_scatter_time
+from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, tile_time
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, \
     check_positive
 from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_param, memory_core, ops,
@@ -73,13 +87,8 @@ from .tables import Record, table
 from .units import bytes_per, fmt
 from .workloads import Transformer
 
-#: Achieved fraction η of the dense peak in the compute kernels of a Transformer layer, with
-#: everything else this model counts (bubble, collectives, memory-bound kernels) on top.
-#: 0.65 reproduces published runs on two GPU generations and three software stacks within
-#: ±15 % (``validation/training.py``: Megatron-LM 2021 on up to 3,072 A100s, Llama 3 405B on
-#: 16,384 H100s, FSDP on 64 A100s). Megatron-LM 2022 on A100 sustains more (0.725, fitted to
-#: Korthikanti et al.); a tuned bf16 GEMM alone reaches 0.8–0.9 of peak.
-DEFAULT_EFFICIENCY = 0.65
+#: What ``TrainStep.efficiency`` says when each GEMM's efficiency came from its shape.
+SHAPE_AWARE = "shape-aware"
 
 
 def _gcd(a, b):
@@ -116,10 +125,89 @@ def _shape(m: Transformer) -> tuple[float, float, float, float]:
     return cached
 
 
+def _gemm_shapes(m: Transformer) -> dict:
+    """Per layer, unsplit: columns of the attention input projection (QKV, or MLA's down- and
+    up-projections as one), rows of its output projection, columns of the MLP's up (and gate)
+    projection and rows of its down projection, dense and per expert; cached on the record."""
+    cached = m.__dict__.get("_gemm_shapes")
+    if cached is None:
+        attn_mm, mlp_dense, _, _ = _shape(m)
+        d = m.d_model
+        out_k = m.heads * (m.v_head_dim if m.is_mla else m.head_dim)
+        cached = m.__dict__["_gemm_shapes"] = dict(
+            in_n=(attn_mm - out_k * d) / d, out_k=out_k, up_n=mlp_dense / d - m.d_ff, down_k=m.d_ff,
+            e_up_n=m.expert_params / d - m.moe_d_ff if m.is_moe else 0.0, e_down_k=m.moe_d_ff,
+            qk=(m.qk_nope_dim + m.qk_rope_dim) if m.is_mla else m.head_dim)
+    return cached
+
+
+def _weight_gemms(T, k, n, hw, precision, full, batch=1):
+    """Seconds of a weight's forward (twice with full recomputation), input-gradient and
+    weight-gradient products for T rows (tokens) of a k × n weight."""
+    fwd = tile_time(T, n, k, hw, precision, batch)
+    return (1 + full) * fwd + tile_time(T, k, n, hw, precision, batch) + tile_time(k, n, T, hw, precision, batch)
+
+
+def _gemm_seconds(m: Transformer, hw, precision, T, b, s, cp, tp, ep, full):
+    """Shape-aware seconds of one micro-batch's matrix multiplies on one GPU (T = b·s/cp rows):
+    per dense layer, per MoE layer, the output head, and the attention core per hardware FLOP
+    (its batched score and value products; their memory traffic is counted with the
+    memory-bound kernels). See :mod:`mlsysim.kernels`."""
+    g, d = _gemm_shapes(m), m.d_model
+    attn = (_weight_gemms(T, d, g["in_n"] / tp, hw, precision, full)
+            + _weight_gemms(T, g["out_k"] / tp, d, hw, precision, full))
+    dense = attn + (_weight_gemms(T, d, g["up_n"] / tp, hw, precision, full)
+                    + _weight_gemms(T, g["down_k"] / tp, d, hw, precision, full))
+    moe = 0.0
+    if m.is_moe:   # E/ep experts on this GPU, each fed ep·T·k/E rows; shared experts see every token
+        rows, local = ep * T * m.experts_per_token / m.experts, m.experts / ep
+        moe = attn + _weight_gemms(T, d, m.experts, hw, precision, full)
+        for n_, batch in ((rows, local), (T, m.shared_experts)):
+            if type(batch) is not int or batch > 0:
+                moe = moe + (_weight_gemms(n_, d, g["e_up_n"] / tp, hw, precision, full, batch)
+                             + _weight_gemms(n_, g["e_down_k"] / tp, d, hw, precision, full, batch))
+    head = _weight_gemms(T, d, m.vocab / tp, hw, precision, 0)
+    heads = b * m.heads / tp
+    core = tile_time(s / cp, s, g["qk"], hw, precision, heads, roofline=False) / (2.0 * heads * s / cp * s * g["qk"])
+    return dense, moe, head, core
+
+
+def _gemm_seconds_cached(m, hw, precision, T, b, s, cp, tp, ep, full):
+    """:func:`_gemm_seconds` memoised for plain-number configurations (the scalar path)."""
+    cache = m.__dict__.setdefault("_gemm_cache", {})
+    key = (id(hw), hw.sms, hw.matmul_efficiency, hw.memory_bw_Bps, hw.peak(precision), precision,
+           T, b, s, cp, tp, ep, full)
+    hit = cache.get(key)
+    if hit is None:
+        if len(cache) > 4096:
+            cache.clear()
+        hit = cache[key] = _gemm_seconds(m, hw, precision, T, b, s, cp, tp, ep, full)
+    return hit
+
+
+def _gemm_seconds_swept(m, hw, precision, T, b, s, cp, tp, ep, full):
+    """:func:`_gemm_seconds` of a large sweep, evaluated once per distinct GEMM shape (a sweep
+    of a million layouts has a few hundred distinct micro-batch shapes)."""
+    args = (T, b, s, cp, tp, ep, full)
+    shape = np.broadcast_shapes(*(np.shape(x) for x in args))
+    if math.prod(shape) < 4096:
+        return _gemm_seconds(m, hw, precision, *args)
+    code = np.zeros(shape, dtype=np.int64)
+    for x in args:   # one integer per distinct combination of the varying inputs
+        if np.ndim(x):
+            values, inv = np.unique(np.asarray(x), return_inverse=True)
+            code = code * values.size + np.broadcast_to(inv.reshape(np.shape(x)), shape)
+            code = np.unique(code, return_inverse=True)[1].reshape(shape)   # keep the codes dense
+    _, first, inverse = np.unique(code.ravel(), return_index=True, return_inverse=True)
+    picked = [np.broadcast_to(x, shape).ravel()[first] if np.ndim(x) else x for x in args]
+    parts = _gemm_seconds(m, hw, precision, *picked)
+    return tuple(np.asarray(y)[inverse].reshape(shape) if np.ndim(y) else y for y in parts)
+
+
 def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, pp, dp, cp, ep, b, M, v,
               zero, rc, sp, eager: bool, eta, overlap, tp_overlap, causal: bool = True) -> dict:
     """Step time and its parts for broadcastable configurations (see the module docstring)."""
-    xp = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, eta, overlap, tp_overlap)
+    xp = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, 0.0 if eta is None else eta, overlap, tp_overlap)
     hw = c.accelerator
     g, n_gpu = c.accelerators_per_node, c.accelerators
     peak, hbm = hw.peak(precision), hw.memory_bw_Bps
@@ -140,14 +228,26 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     att_mult = (3 + (rc >= 1)) if eager else (3.5 + full)  # FlashAttention's backward: 2.5× forward
     tokens = b * s / cp
     flops = tokens * (2 * stage_mm * (3 + full) + 6 * V * d + Ls * pair * att_mult) / tp
-    rate = eta * peak
+    if eta is None:   # shape-aware kernel efficiency (mlsysim.kernels)
+        plain = xp is _SCALAR and np.ndim(peak) == 0 and np.ndim(hbm) == 0   # specs may be swept too
+        gs = _gemm_seconds_cached if plain else _gemm_seconds_swept
+        dense_s, moe_s, head_s, core_s = gs(m, hw, precision, tokens, b, s, cp, tp, ep, full)
+        if not eager and hw.attention_efficiency is not None:   # a fused kernel, not two GEMMs
+            core_s = 1.0 / (hw.attention_efficiency * peak)
+        attn_per_layer = tokens * pair * att_mult / tp * core_s
+        gemm = (Ls - n_moe) * dense_s + n_moe * moe_s + head_s + Ls * attn_per_layer
+    else:
+        gemm = flops / (eta * peak)
+        attn_per_layer = tokens * pair * att_mult / tp / (eta * peak)
     # memory-bound kernels: each activation written, read back and its gradient written; an
     # eager attention also streams its b·a·s² score tensors through HBM (fp16): 13 bytes per
     # score forward (QKᵀ out, softmax in/out, dropout in/out/mask, PV in), 21 backward, and
     # the forward again when recomputed
     scores = (ab / 2 * m.heads * s * (34 + 13 * (rc >= 1)) / tp) if eager else 0.0
     traffic = Ls * (mem["layer_linear_B"] * (3 + full) + tokens * scores)
-    compute = flops / rate + traffic / hbm
+    stream = hbm if eta is not None else hbm * MEMORY_EFFICIENCY   # a given η lumps this in
+    nongemm = traffic / stream + (0.0 if eta is not None else Ls * (3 + full) * LAYER_OVERHEAD_S)
+    compute = gemm + nongemm
     # tensor, expert, context and pipeline communication of one micro-batch
     S = tokens * d * ab
     tp_mb = Ls * (8 + 4 * full) * reduce_scatter_time(S, _int(tp), up) * (1 - tp_overlap)
@@ -165,8 +265,7 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
         s_kv = b * s * kv_per_rank * ab
         bw = xp.where(tp * cp <= g, up, out)
         gather = all_gather_time(s_kv, _int(cp), bw, xp.where(tp * cp <= g, 0.0, lat))
-        attn_time = tokens * pair * att_mult / tp / rate
-        cp_mb = Ls * xp.maximum(0.0, (3 + full) * gather - attn_time)
+        cp_mb = Ls * xp.maximum(0.0, (3 + full) * gather - attn_per_layer)
     stride = tp * cp * dp
     same_node = stride < g
     pp_mb = (pp > 1) * 2 * v * p2p_time(S / tp, xp.where(same_node, up, out), xp.where(same_node, 0.0, lat))
@@ -184,7 +283,7 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     slot_dp = (zero == 2) * rs_b + (zero == 3) * (ag_f + mx(0.0, ag + rs - w_bwd))
     tail_dp = (zero == 0) * mx(0.0, ar - w_bwd) + (zero == 1) * (rs_b + ag_f) + (zero == 2) * ag_f
     update = mem["grads_B"] + 2 * (mem["master_B"] + mem["optimizer_B"]) + mem["weights_B"]
-    optimizer = update / hbm
+    optimizer = update / stream
     slot = compute + tp_mb + ep_mb + cp_mb + pp_mb + slot_dp
     bubble = (pp - 1) / v * slot
     step = M * slot + bubble + tail_dp + optimizer
@@ -195,7 +294,8 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     hw_flops = tokens_step * (2 * layers_mm * (3 + full) + 6 * V * d
                               + pair * L * att_mult)
     denominator = step * n_gpu * peak
-    return dict(step_s=step, compute_s=M * compute, tp_comm_s=M * tp_mb, ep_comm_s=M * ep_mb,
+    return dict(step_s=step, compute_s=M * compute, gemm_s=M * gemm, nongemm_s=M * nongemm,
+                gemm_efficiency=flops / (gemm * peak), tp_comm_s=M * tp_mb, ep_comm_s=M * ep_mb,
                 cp_comm_s=M * cp_mb, pp_comm_s=M * pp_mb, dp_comm_s=M * slot_dp + tail_dp, bubble_s=bubble,
                 optimizer_s=optimizer, bubble_fraction=(pp - 1) / (v * M), model_flops=model_flops,
                 hardware_flops=hw_flops, mfu=model_flops / denominator, hfu=hw_flops / denominator,
@@ -262,6 +362,9 @@ class TrainStep(Record):
     seq_len: object
     step_s: object
     compute_s: object
+    gemm_s: object
+    nongemm_s: object
+    gemm_efficiency: object
     tp_comm_s: object
     ep_comm_s: object
     cp_comm_s: object
@@ -295,6 +398,15 @@ class TrainStep(Record):
                 "CP comm": self.cp_comm_s, "PP comm": self.pp_comm_s, "DP comm": self.dp_comm_s,
                 "bubble": self.bubble_s, "optimizer": self.optimizer_s}
 
+    def breakdown(self) -> dict:
+        """The step time in eight parts that add up to ``step_s`` (s): GEMM compute, non-GEMM
+        (memory-bound) kernels, exposed TP, PP, DP and CP + EP communication, the pipeline
+        bubble and the optimizer update."""
+        return {"GEMM": self.gemm_s, "non-GEMM memory": self.nongemm_s, "TP comm": self.tp_comm_s,
+                "PP comm": self.pp_comm_s, "DP comm": self.dp_comm_s,
+                "CP/EP comm": self.cp_comm_s + self.ep_comm_s, "bubble": self.bubble_s,
+                "optimizer": self.optimizer_s}
+
     def rows(self) -> list[tuple[str, str]]:
         if np.ndim(self.step_s):
             return [("shape", str(np.shape(self.step_s))), ("feasible", f"{np.mean(self.feasible):.0%}"),
@@ -305,9 +417,11 @@ class TrainStep(Record):
                 ("batch", f"{self.global_batch} × {self.seq_len} tokens = {self.microbatches} micro-batches "
                           f"of {self.micro_batch}, interleave {self.interleave}"),
                 ("settings", f"{self.precision}, ZeRO-{self.zero_stage}, recompute {self.recompute}, "
-                             f"{self.attention} attention, η {self.efficiency:.2f}"),
+                             f"{self.attention} attention"),
+                ("GEMM efficiency", f"{self.gemm_efficiency:.2f} of peak"
+                                    + (" (shape-aware)" if self.efficiency == SHAPE_AWARE else " (given)")),
                 ("step time", fmt(self.step_s, "s"))]
-        rows += [(f"  {k}", f"{fmt(v, 's')} ({v / self.step_s:.1%})") for k, v in self.parts().items() if v > 0]
+        rows += [(f"  {k}", f"{fmt(v, 's')} ({v / self.step_s:.1%})") for k, v in self.breakdown().items() if v > 0]
         rows += [("bubble (p−1)/(v·m)", f"{self.bubble_fraction:.3g}"),
                  ("tokens/s", fmt(self.tokens_per_s)), ("MFU", f"{self.mfu:.1%}"), ("HFU", f"{self.hfu:.1%}"),
                  ("memory per GPU", f"{fmt(self.memory_per_gpu_B, 'B')} of {fmt(self.memory.capacity_B, 'B')}")]
@@ -315,7 +429,7 @@ class TrainStep(Record):
 
 
 
-_TIMES = ("step_s", "compute_s", "tp_comm_s", "ep_comm_s", "cp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
+_TIMES = ("step_s", "compute_s", "gemm_s", "nongemm_s", "gemm_efficiency", "tp_comm_s", "ep_comm_s", "cp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
           "optimizer_s", "bubble_fraction", "mfu", "hfu", "tokens_per_s", "memory_per_gpu_B")
 
 
@@ -325,7 +439,8 @@ def _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_over
         raise MlsysimError(f"train_step models Transformers; {m.name} is a {type(m).__name__}")
     if attention not in ATTENTION:
         raise UnknownNameError("attention", attention, ATTENTION)
-    check_fraction("efficiency", efficiency)
+    if efficiency is not None:
+        check_fraction("efficiency", efficiency)
     for name, x in (("overlap", overlap), ("tp_overlap", tp_overlap)):
         check_positive(name, x, allow_zero=True)
         if not (0 <= x <= 1 if type(x) in (int, float) else np.all((np.asarray(x) >= 0) & (np.asarray(x) <= 1))):
@@ -341,7 +456,7 @@ def _optimizer_cached(name: str):
 
 
 def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=None, interleave=1,
-               precision: str = "bf16", efficiency=DEFAULT_EFFICIENCY, *, micro_batch=None, cp=1, ep=1,
+               precision: str = "bf16", efficiency=None, *, micro_batch=None, cp=1, ep=1,
                zero_stage=1, optimizer: str = "adam", recompute="selective", sequence_parallel=True,
                attention: str = "flash", causal: bool = True, overlap=1.0, tp_overlap=0.0) -> TrainStep:
     """Time of one training step of ``m`` on cluster ``c`` (see the module docstring).
@@ -354,8 +469,8 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
         micro-batch (b); b = 1 when neither is given. global_batch = dp · b · m.
     interleave : model chunks per GPU (v) of the interleaved 1F1B schedule.
     precision : the format of weights, activations and the peak used.
-    efficiency : achieved fraction η of the dense peak in the compute kernels
-        (default :data:`DEFAULT_EFFICIENCY`).
+    efficiency : ``None`` (default) times each matrix multiply from its shape
+        (:mod:`mlsysim.kernels`); a number η in (0, 1] times all of them at η · peak.
     zero_stage, optimizer, recompute, sequence_parallel, attention : as in
         :func:`~mlsysim.memory.training_memory`.
     overlap : usable fraction of the backward (forward) pass that hides the data-parallel
@@ -401,8 +516,9 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
                                                          zero_stage)]
     dp, b, M, bad_layout = _layout(c, gb, tp, pp, _num_or_none(dp), cp, _num_or_none(micro_batch),
                                    _num_or_none(microbatches), v)
-    sp, eta, ov, tov = [_num(x) for x in (sequence_parallel, efficiency, overlap, tp_overlap)]
-    scalar = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, eta, ov, tov) is _SCALAR
+    sp, ov, tov = [_num(x) for x in (sequence_parallel, overlap, tp_overlap)]
+    eta = None if efficiency is None else _num(efficiency)
+    scalar = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, 0.0 if eta is None else eta, ov, tov) is _SCALAR
     bad, reason = raise_or_mask(bad_layout[:2] + structure_violations(m, tp, pp, cp, ep, dp, v, s)
                                 + bad_layout[2:], scalar,
                                 lambda: f"tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, micro_batch {b}, "
@@ -439,7 +555,7 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
         total_B=mem["total_B"], params_per_gpu=mem["params_per_gpu"], layer_activation_B=mem["layer_activation_B"],
         layers_in_flight=mem["layers_in_flight"], capacity_B=c.accelerator.memory_B, feasible=feasible, reason="")
     return record(TrainStep, model=m.name, cluster=c.name, accelerators=c.accelerators, precision=precision,
-                     efficiency=eta, recompute=_names(rc), attention=attention, zero_stage=zero, tp=tp, pp=pp,
+                     efficiency=SHAPE_AWARE if eta is None else eta, recompute=_names(rc), attention=attention, zero_stage=zero, tp=tp, pp=pp,
                      dp=dp, cp=cp, ep=ep, micro_batch=b, microbatches=M, interleave=v, global_batch=gb,
                      seq_len=s, memory=memory, feasible=feasible, reason=reason, **r)
 
@@ -489,7 +605,7 @@ class ParallelSearch:
 
 def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None, cp=(1,), ep=None,
                      micro_batch=None, interleave=(1, 2, 4), zero_stage=(0, 1, 2, 3), recompute=None,
-                     precision: str = "bf16", efficiency=DEFAULT_EFFICIENCY, optimizer: str = "adam",
+                     precision: str = "bf16", efficiency=None, optimizer: str = "adam",
                      sequence_parallel: bool = True, attention: str = "flash", causal: bool = True,
                      overlap=1.0, tp_overlap=0.0, top: int = 10) -> ParallelSearch:
     """Evaluate every valid (tp, cp, pp, dp, ep, micro-batch, interleave, ZeRO stage,

@@ -248,9 +248,10 @@ def footprints(results: Sequence, ax=None, title: str = ""):
 # --- distributed training (06) ---------------------------------------------
 def step_breakdown(labels: Sequence[str], steps: Sequence, share: bool = False, title: str = "", ax=None,
                    xlabel: str = ""):
-    """Stacked bars of where each training step's time goes (``TrainStep.parts()``):
-    seconds, or with ``share`` the fraction of the step."""
-    parts = [r.parts() for r in steps]
+    """Stacked bars of where each training step's time goes (``TrainStep.breakdown()``: GEMM,
+    non-GEMM memory, exposed communication, bubble, optimizer): seconds, or with ``share`` the
+    fraction of the step."""
+    parts = [r.breakdown() for r in steps]
     names = [k for k in parts[0] if any(p[k] > 0 for p in parts)]
     series = {k: [p[k] / (r.step_s if share else 1.0) for p, r in zip(parts, steps)] for k in names}
     fig = bars(list(labels), series, ylabel="share of the step" if share else "time per step (s)",
@@ -259,6 +260,45 @@ def step_breakdown(labels: Sequence[str], steps: Sequence, share: bool = False, 
     ax_.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if xlabel:
         ax_.set_xlabel(xlabel)
+    return fig
+
+
+def weak_scaling(labels: Sequence[str], steps: Sequence, predicted, published, ylabel: str,
+                 title: str = ""):
+    """Two panels along a scaling series: where each step goes (stacked shares of
+    ``TrainStep.breakdown()``) and the per-GPU throughput, predicted against published."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), layout="constrained")
+    step_breakdown(labels, steps, share=True, ax=left, title="share of the step")
+    left.get_legend().remove()
+    left.legend(fontsize=7, loc="lower left", ncol=2)
+    idx = np.arange(len(labels))
+    right.plot(idx, published, "o-", color=PALETTE[0], label="published")
+    right.plot(idx, predicted, "s--", color=PALETTE[1], label="predicted")
+    right.set_xticks(idx, list(labels), rotation=20, ha="right")
+    right.set_ylabel(ylabel)
+    right.set_title("per-GPU throughput")
+    right.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def scaling_series(results: Sequence, cols: int = 3):
+    """One panel per published scaling series: published and predicted along the series.
+    ``results`` holds ``(name, unit, labels, published, predicted)`` tuples."""
+    rows_ = -(-len(results) // cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(4.2 * cols, 3.4 * rows_), layout="constrained",
+                             squeeze=False)
+    for ax, (name, unit, labels, published, predicted) in zip(axes.flat, results):
+        idx = np.arange(len(labels))
+        ax.plot(idx, published, "o-", color=PALETTE[0], label="published")
+        ax.plot(idx, predicted, "s--", color=PALETTE[1], label="predicted")
+        ax.set_xticks(idx, [str(x) for x in labels], rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel(unit)
+        ax.set_title(name, fontsize=8)
+    for ax in list(axes.flat)[len(results):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=8)
     return fig
 
 

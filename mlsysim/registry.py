@@ -86,6 +86,8 @@ def _hardware_record(e: dict) -> Hardware:
         tdp_W=e.get("tdp_W"), host_link=e.get("host_link", ""), host_link_Bps=half("host_link_bidir_GBps"),
         scaleup_link=e.get("scaleup_link", ""), scaleup_Bps=half("scaleup_bidir_GBps"),
         sram_B=e["sram_MB"] * MB if "sram_MB" in e else None,
+        sms=e.get("sms"), matmul_efficiency=e.get("matmul_efficiency"),
+        attention_efficiency=e.get("attention_efficiency"), kernel_source=e.get("kernel_source", ""),
         source=e["source"], date=str(e["date"]), notes=e.get("notes", ""))
 
 

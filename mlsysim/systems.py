@@ -40,6 +40,10 @@ class Hardware:
     scaleup_Bps: float | None = None       # per direction, per device
     sram_B: float | None = None            # on-chip SRAM (L2, shared memory, wafer SRAM)
     sram_bw_Bps: float | None = None
+    sms: int | None = None                 # streaming multiprocessors / compute units that share a GEMM
+    matmul_efficiency: float | None = None  # best achieved fraction of the bf16 dense peak in a GEMM
+    attention_efficiency: float | None = None  # fraction of the dense peak a fused attention kernel reaches
+    kernel_source: str = ""                # source and date of sms and matmul_efficiency
     year: int | None = None
     source: str = ""
     date: str = ""
@@ -56,6 +60,13 @@ class Hardware:
         object.__setattr__(self, "peak_flops", MappingProxyType(peaks))
         check_positive(f"{self.name}.memory_B", self.memory_B)
         check_positive(f"{self.name}.memory_bw_Bps", self.memory_bw_Bps)
+        if self.sms is not None:
+            check_integer(f"{self.name}.sms", self.sms)
+        if self.matmul_efficiency is not None and not 0 < self.matmul_efficiency <= 1:
+            raise MlsysimError(f"{self.name}.matmul_efficiency must lie in (0, 1], got {self.matmul_efficiency!r}")
+        if self.attention_efficiency is not None and not 0 < self.attention_efficiency <= 1:
+            raise MlsysimError(f"{self.name}.attention_efficiency must lie in (0, 1], "
+                               f"got {self.attention_efficiency!r}")
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s in ``precision``; a missing precision is an error, never a fallback."""

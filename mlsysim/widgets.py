@@ -663,11 +663,6 @@ def wafer_explorer(workload: str = "Llama-3-8B", hardware: str = "Cerebras-WSE-3
 
 
 # --- audit (11) ------------------------------------------------------------
-def _default_efficiency() -> float:
-    from .parallel import DEFAULT_EFFICIENCY
-    return DEFAULT_EFFICIENCY
-
-
 def audit_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", nodes: int = 64,
                    grid: str = "Virginia", tokens_per_param: float = 20.0, strategy: str = "best",
                    efficiency: float | None = None, global_batch: int = 512, seq_len: int = 8192) -> Explorer:
@@ -689,14 +684,15 @@ def audit_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", nodes: in
                                              description="tokens/param", readout_format=".3g", style=style),
         "strategy": W.Dropdown(options=["best", "sync", "async", "in-memory"], value=strategy,
                                description="checkpoints", style=style),
-        "efficiency": W.FloatSlider(value=_default_efficiency() if efficiency is None else efficiency, min=0.3, max=1.0, step=0.05, description="kernel η",
-                                    style=style),
+        # 0 stands for the default: every GEMM's efficiency from its shape (mlsysim.kernels)
+        "efficiency": W.FloatSlider(value=0.0 if efficiency is None else efficiency, min=0.0, max=1.0, step=0.05,
+                                    description="kernel η (0: by shape)", style=style),
     }
 
     def compute(model, node, nodes, grid, tokens_per_param, strategy, efficiency):
         from .audit import chinchilla_tokens
         return audit(model, cluster(node, nodes=int(nodes)), chinchilla_tokens(model, tokens_per_param), grid,
-                     global_batch=global_batch, seq_len=seq_len, efficiency=efficiency,
+                     global_batch=global_batch, seq_len=seq_len, efficiency=efficiency or None,
                      strategy=None if strategy == "best" else strategy)
 
     def render(a):

@@ -90,6 +90,8 @@ SOLVERS = {
                            "batch": 1, "max_tp": 1}),
     "routing": (dict(small_model="llama-3-8b", large_model="llama-3-70b", hardware="h100", qps=1.0,
                      fraction_small=0.5, price=2.0), {"steps_small": 0, "steps_large": 0}),
+    "gemm_time": (dict(m=512, n=4096, k=4096, hw="h100"), {"m": 1, "n": 1, "k": 1, "batch": 1}),
+    "gemm_efficiency": (dict(m=512, n=4096, k=4096, hw="h100"), {"m": 1, "n": 1, "k": 1, "batch": 1}),
     "audit": (dict(model="llama-3-8b", cluster=C, tokens=1e11, grid="quebec"),
               {"global_batch": 1, "seq_len": 1, "tp": 1, "pp": 1, "zero_stage": 0, "interleave": 1,
                "micro_batch": 1, "workers": 1}),
@@ -197,6 +199,8 @@ PLAIN = [  # functions returning plain numbers: NaN at the fractional entry
     (ms.allreduce_time, "n", 8, dict(bytes_=1e9, bandwidth_Bps=1e11)),
     (ms.broadcast_time, "n", 8, dict(bytes_=1e9, bandwidth_Bps=1e11)),
     (ms.all_to_all_time, "n", 8, dict(bytes_=1e9, bandwidth_Bps=1e11)),
+    (ms.gemm_time, "m", 512, dict(n=4096, k=4096, hw="h100")),
+    (ms.gemm_efficiency, "batch", 2, dict(m=512, n=4096, k=4096, hw="h100")),
     (ms.hierarchical_allreduce_time, "nodes", 4, dict(bytes_=1e9, ranks_per_node=8, intra_Bps=4e11,
                                                       inter_Bps=5e10)),
 ]

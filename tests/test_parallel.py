@@ -19,6 +19,8 @@ def test_korthikanti_175b_worked_number():
     assert r.step_s == pytest.approx(13.75, rel=0.02) and r.mfu == pytest.approx(0.514, abs=0.005)
     assert r.bubble_fraction == pytest.approx(7 / 64)
     assert r.dp == 1 and r.microbatches == 64
+    d = ms.train_step("gpt-3", c, global_batch=64, seq_len=2048, tp=8, pp=8, attention="eager")
+    assert (round(d.step_s, 1), round(d.mfu, 3), round(d.gemm_efficiency, 2)) == (14.2, 0.496, 0.69)
 
 
 @pytest.mark.parametrize("name", ["175B", "530B", "1T"])

@@ -19,3 +19,23 @@ def test_cases_are_documented():
     for c in CASES:
         assert c.source and c.tolerance > 0 and c.published > 0
         assert c.kind in ("estimate", "bound") and (c.kind == "estimate" or c.direction in ("lower", "upper"))
+
+
+SERIES = ms.validation.series()
+
+
+@pytest.mark.parametrize("series", SERIES, ids=lambda s: s.name.split(" (")[0])
+def test_series_trend_is_right(series):
+    """Per-GPU throughput rising or falling along a published scaling series: the model must agree."""
+    points = series.run()
+    published, predicted = [p for _, p, _ in points], [q for _, _, q in points]
+    assert series.trend(published) != 0
+    assert series.trend(predicted) == series.trend(published), (series.name, published, predicted)
+
+
+def test_series_are_documented_and_misses_explained():
+    assert len(SERIES) >= 5
+    for s in SERIES:
+        assert s.source and s.unit and len(s.points) >= 2
+        misses = [label for label, pub, pred in s.run() if abs(pred / pub - 1) > s.target]
+        assert not misses or s.note, f"{s.name}: {misses} miss ±{s.target:.0%} without a note"

@@ -26,7 +26,7 @@ def meets_target(proposal, base: Audit | None = None, target: float = TARGET) ->
     if not isinstance(proposal, Audit):
         return False
     same = (proposal.model == base.model and proposal.tokens >= base.tokens * (1 - 1e-9)
-            and float(proposal.step.efficiency) == float(base.step.efficiency)
+            and proposal.step.efficiency == base.step.efficiency
             and math.isclose(proposal.goodput.mtbf_s * proposal.accelerators,   # failures per GPU-hour
                              base.goodput.mtbf_s * base.accelerators, rel_tol=1e-9))
     faster = proposal.days <= (1 - target) * base.days

@@ -12,7 +12,11 @@ parallelism (Shoeybi et al. 2019, Megatron-LM §3):
 * η, η_mem — achievable fractions of dense peak and of HBM bandwidth
   (``efficiency``, ``mem_efficiency``): the roofline is a bound, these make it an
   estimate. Defaults and their sources: :data:`DEFAULT_EFFICIENCY`,
-  :data:`DEFAULT_MEM_EFFICIENCY`.
+  :data:`DEFAULT_MEM_EFFICIENCY`. ``efficiency=None`` times each matrix multiply from its
+  shape instead (:mod:`mlsysim.kernels`: the QKV, output, MLP and head projections with
+  batch × tokens rows after the TP split, the attention scores as batched products), so a
+  short prompt's few-row GEMMs that leave SMs idle are no longer timed at the long
+  prompt's rate.
 * T_comm = 2·L·(t_base + allreduce(S, tp, β, α)) — two all-reduces per layer
   (after attention and after the MLP) of S = batch·tokens·d_model·bytes, a ring
   over the node's per-direction scale-up link β (``Hardware.scaleup_Bps``) with
@@ -163,7 +167,8 @@ def _setup(model, hardware, precision, tp, wp, kp, eff=DEFAULT_EFFICIENCY, mem_e
     wp, kp = wp or precision, kp or precision
     for p in (precision, wp, kp):
         bytes_per(p)
-    check_fraction("efficiency", eff)
+    if eff is not None:
+        check_fraction("efficiency", eff)
     check_fraction("mem_efficiency", mem_eff)
     check_positive("layer_overhead_s", layer_s, allow_zero=True)
     check_positive("allreduce_base_s", base_s, allow_zero=True)
@@ -184,17 +189,79 @@ def _cost(s: _Setup, phase: str, batch, tokens, context) -> dict:
     kv = batch * (context + tokens) * m.kv_bytes_per_token(s.kp)
     live = c.footprint_B - weights - kv           # activations alive during the pass
     wbytes, kvbytes = c.weight_bytes / tp, c.kv_bytes * s.share
-    return dict(flops=c.flops / tp, bytes=wbytes + kvbytes + c.activation_bytes, weight_bytes=wbytes,
-                kv_bytes=kvbytes, activation_bytes=c.activation_bytes, weights_B=weights / tp,
-                kv_cache_B=kv * s.share, footprint_B=weights / tp + kv * s.share + live,
-                message_B=batch * tokens * m.d_model * bytes_per(s.precision))
+    out = dict(flops=c.flops / tp, bytes=wbytes + kvbytes + c.activation_bytes, weight_bytes=wbytes,
+               kv_bytes=kvbytes, activation_bytes=c.activation_bytes, weights_B=weights / tp,
+               kv_cache_B=kv * s.share, footprint_B=weights / tp + kv * s.share + live,
+               message_B=batch * tokens * m.d_model * bytes_per(s.precision))
+    if s.eff is None:   # what the shape-aware compute time needs
+        out["_shape"] = (phase, batch, tokens, context)
+    return out
 
 
-def _time(s: _Setup, hw: Hardware, p: dict) -> dict:
+def _pairs(tokens, context):
+    return tokens * context + tokens * (tokens + 1) / 2.0
+
+
+def _shape_compute_s(s: _Setup, hw: Hardware, flops, phase, batch, tokens, context):
+    """Shape-aware compute time of a pass. A prefill's GEMMs are timed tile by tile (memoised
+    for plain numbers, the scalar path). A decode step's products have one row per sequence:
+    GEMV-like kernels, not 128-row tiles, stream the weights (the memory term), and their few
+    FLOPs keep the scalar :data:`DEFAULT_EFFICIENCY`, so ``decode`` is the same either way."""
+    if phase == "decode":
+        return flops / (hw.peak(s.precision) * DEFAULT_EFFICIENCY)
+    if (not _scalar(batch, tokens, context) or type(s.tp) is not int or np.ndim(hw.peak(s.precision))
+            or np.ndim(hw.memory_bw_Bps)):
+        return _gemm_compute_s(s, hw, batch, tokens, context)
+    cache = s.m.__dict__.setdefault("_prefill_gemm_cache", {})
+    key = (id(hw), hw.sms, hw.matmul_efficiency, hw.memory_bw_Bps, hw.peak(s.precision), s.precision, s.tp,
+           batch, tokens, context)
+    hit = cache.get(key)
+    if hit is None:
+        if len(cache) > 4096:
+            cache.clear()
+        hit = cache[key] = _gemm_compute_s(s, hw, batch, tokens, context)
+    return hit
+
+
+def _gemm_compute_s(s: _Setup, hw: Hardware, batch, tokens, context):
+    """Seconds of a pass's matrix multiplies on one GPU, each timed from its shape: per layer
+    the attention input and output projections and the MLP (or the routed and shared experts)
+    with batch × tokens rows after the TP split, the output head for the last token of each
+    sequence, and the attention scores as batched products at their tile efficiency."""
+    from ..kernels import tile_time
+    from ..parallel import _gemm_shapes
+    m, tp, p = s.m, s.tp, s.precision
+    g, d, rows = _gemm_shapes(m), m.d_model, batch * tokens
+    attn = tile_time(rows, g["in_n"] / tp, d, hw, p) + tile_time(rows, d, g["out_k"] / tp, hw, p)
+    dense = attn + tile_time(rows, g["up_n"] / tp, d, hw, p) + tile_time(rows, d, g["down_k"] / tp, hw, p)
+    total = (m.layers - m.moe_layers) * dense
+    if m.is_moe:   # each expert gets rows·k/E rows on average; shared experts see every row
+        per = rows * m.experts_per_token / m.experts
+        moe = attn + tile_time(rows, m.experts, d, hw, p) + tile_time(per, g["e_up_n"] / tp, d, hw, p, m.experts) \
+            + tile_time(per, d, g["e_down_k"] / tp, hw, p, m.experts)
+        if m.shared_experts:
+            moe = moe + tile_time(rows, g["e_up_n"] / tp, d, hw, p, m.shared_experts) \
+                + tile_time(rows, d, g["e_down_k"] / tp, hw, p, m.shared_experts)
+        total = total + m.moe_layers * moe
+    head = tile_time(batch, m.vocab / tp, d, hw, p)   # logits of the last token only
+    heads = batch * m.heads / tp
+    keys = context + tokens
+    core = tile_time(tokens, keys, g["qk"], hw, p, heads, roofline=False) / (2.0 * heads * tokens * keys * g["qk"])
+    attention = batch * _pairs(tokens, context) * m.attention_flops_per_pair(absorbed=False) / tp * core
+    return total + head + attention
+
+
+def _time(s: _Setup, hw: Hardware, p: dict, shape=None) -> dict:
     """Compute, memory, communication and fixed time of a pass on one device kind."""
     m, tp = s.m, s.tp
-    peak, bw = hw.peak(s.precision) * s.eff, hw.memory_bw_Bps * s.mem_eff
-    compute_s, memory_s = p["flops"] / peak, p["bytes"] / bw
+    bw = hw.memory_bw_Bps * s.mem_eff
+    if s.eff is None:   # shape-aware: the achieved rate follows from the GEMMs' own times
+        compute_s = _shape_compute_s(s, hw, p["flops"], *shape)
+        peak = p["flops"] / compute_s
+    else:
+        peak = hw.peak(s.precision) * s.eff
+        compute_s = p["flops"] / peak
+    memory_s = p["bytes"] / bw
     if type(tp) is int:
         comm = 0.0 if tp == 1 else 2 * m.layers * (
             allreduce_time(p["message_B"], tp, hw.scaleup_Bps, s.step_s) + s.base_s)
@@ -220,13 +287,14 @@ _STEP_FIELDS = ("flops", "bytes", "weight_bytes", "kv_bytes", "activation_bytes"
 def _evaluate(s: _Setup, phase: str, batch, tokens, context) -> tuple[dict, object]:
     """Fields of an :class:`InferenceStep` (stacked over devices) and the fit mask."""
     p = _cost(s, phase, batch, tokens, context)
+    shape = p.pop("_shape", None)
     if s.one:
-        v = _time(s, s.hws[0], p)
+        v = _time(s, s.hws[0], p, shape)
         v.update(p)
         return v, v["footprint_B"] <= v["capacity_B"]
     rows = []
     for hw in s.hws:
-        v = _time(s, hw, p)
+        v = _time(s, hw, p, shape)
         v.update(p)
         v["fits"] = v["footprint_B"] <= hw.memory_B
         rows.append(v)

@@ -78,11 +78,44 @@ class Outcome:
         return side_ok and gap <= c.tolerance
 
 
+@dataclass(frozen=True)
+class Series:
+    """A published scaling series: ``points`` in order of growth (model and layout together, or
+    the GPU count), each ``(label, published, predict)``. The model must get the **trend** right
+    (the sign of last − first); ``target`` is the relative miss the series aims at on every point
+    (the points that meet it are also cases, asserted one by one)."""
+
+    name: str
+    source: str
+    unit: str
+    points: tuple
+    target: float = 0.15
+    note: str = ""
+
+    def run(self) -> list[tuple[str, float, float]]:
+        """``(label, published, predicted)`` for every point."""
+        return [(label, float(pub), float(predict())) for label, pub, predict in self.points]
+
+    @staticmethod
+    def trend(values) -> int:
+        """+1 rising, −1 falling, 0 flat (last against first)."""
+        d = values[-1] - values[0]
+        return (d > 0) - (d < 0)
+
+
 def cases(selected_areas=None) -> list[Case]:
     """Every validation case of the given areas (all by default), in a stable order."""
     out = []
     for area in selected_areas or areas():
         out += import_module(f"{__name__}.{area}").CASES
+    return out
+
+
+def series(selected_areas=None) -> list[Series]:
+    """Every published scaling series of the given areas (those that define ``SERIES``)."""
+    out = []
+    for area in selected_areas or areas():
+        out += getattr(import_module(f"{__name__}.{area}"), "SERIES", [])
     return out
 
 

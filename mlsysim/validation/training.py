@@ -3,20 +3,28 @@ published runs against ``training_memory``, ``train_step`` and the FLOP accounti
 
 Three kinds of case. *Identities* recompute a published figure from its published inputs
 (ZeRO's model states, Narayanan's time-to-train equation, PaLM's MFU, OPT's utilisation).
-*Fitted* cases (Korthikanti et al. 2022) use one efficiency for Megatron-LM 2022 on A100,
-fitted once to the three V13 rows. *First-principles* cases (Megatron-LM 2021's weak
-scaling table, Llama 3 405B) run the step model with its default efficiency and the
-published layout; the micro-batch size, interleaving and ZeRO stage that the papers do not
-state are chosen by ``best_parallelism`` within that layout.
+*Fitted* cases (V13, Korthikanti et al. 2022) use one scalar efficiency for Megatron-LM 2022
+on A100, fitted once to the three V13 rows. *First-principles* cases (Megatron-LM 2021's weak
+scaling table, Korthikanti et al.'s model series, Llama 3 405B, torchtitan) run the step model
+with its default — every GEMM's efficiency from its shape (:mod:`mlsysim.kernels`), nothing
+fitted — and the published layout; the micro-batch size, interleaving and ZeRO stage that the
+papers do not state are chosen by ``best_parallelism`` within that layout.
+
+``SERIES`` groups the first-principles points into published scaling series: the model must
+get each series' trend right (per-GPU throughput rising or falling as model and cluster grow)
+and aims at ±15 % on every point. Two series found beyond the project's list (torchtitan on
+64 A100s, Megatron-LM's H100 strong scaling) are shown with their misses.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ..memory import model_states_B
-from ..parallel import DEFAULT_EFFICIENCY, best_parallelism, mfu, time_to_train_s, train_step, training_flops
+from ..parallel import best_parallelism, mfu, time_to_train_s, train_step, training_flops
 from ..registry import cluster, hardware, model
 from ..units import day
 from ..workloads import Transformer
-from . import Case
+from . import Case, Series
 
 MEGATRON_2021 = "Narayanan et al. 2021 (SC'21), Efficient Large-Scale Language Model Training on GPU Clusters"
 KORTHIKANTI = ("Korthikanti et al. 2022 (MLSys'23), Reducing Activation Recomputation in Large Transformer Models, "
@@ -53,18 +61,26 @@ KORTHIKANTI_RUNS = [
 # Llama 3 herd paper (Dubey et al. 2024), Table 4: (GPUs, TP, CP, PP, DP, seq len, batch per DP, MFU)
 LLAMA3_TABLE4 = [(8192, 8, 1, 16, 64, 8192, 32, 0.43), (16384, 8, 1, 16, 128, 8192, 16, 0.41),
                  (16384, 8, 16, 16, 8, 131072, 16, 0.38)]
+TORCHTITAN = "pytorch/torchtitan docs/performance.md (2024), Llama 3 table"
+MEGATRON_CORE = ("NVIDIA/Megatron-LM README (2025), 'Strong Scaling Results': GPT-3 175B with a 131,072-token "
+                 "vocabulary, 4,096-token sequences, batch 1,152, from 96 to 4,608 H100s, MFU 47 % to 42 %")
 LLAMA3 = "Llama 3 herd paper (Dubey et al. 2024) §3.3.2 and Table 4 (BF16 MFU on H100, RoCE 400 Gb/s per GPU)"
+
+
+def megatron_2021_step(row):
+    """Best step of a Table 1 row within its published layout: full recomputation, eager
+    attention, no SP, fp16, no ZeRO; micro-batch size and interleaving (v ≤ 2) from the search."""
+    _, heads, hidden, layers, t, p, gpus, batch, _ = row
+    m = gpt(f"GPT {hidden}x{layers}", layers, hidden, heads)
+    return best_parallelism(m, cluster("dgx-a100", nodes=gpus // 8), batch, 2048, tp=[t], pp=[p], interleave=(1, 2),
+                            zero_stage=(0,), recompute=("full",), attention="eager", sequence_parallel=False,
+                            precision="fp16").best
 
 
 def megatron_2021(row) -> float:
     """Predicted TFLOP/s per GPU of a Table 1 row, counted as the paper's Eq. 3 does (hardware
-    FLOPs with full recomputation): full recomputation, eager attention, no SP, fp16, no ZeRO."""
-    _, heads, hidden, layers, t, p, gpus, batch, _ = row
-    m = gpt(f"GPT {hidden}x{layers}", layers, hidden, heads)
-    s = best_parallelism(m, cluster("dgx-a100", nodes=gpus // 8), batch, 2048, tp=[t], pp=[p], interleave=(1, 2),
-                         zero_stage=(0,), recompute=("full",), attention="eager", sequence_parallel=False,
-                         precision="fp16")
-    return s.best.hfu * hardware("a100").peak("fp16")
+    FLOPs with full recomputation)."""
+    return megatron_2021_step(row).hfu * hardware("a100").peak("fp16")
 
 
 def korthikanti(name: str, efficiency: float = A100_MEGATRON_2022, recompute: str = "selective"):
@@ -77,12 +93,20 @@ def korthikanti(name: str, efficiency: float = A100_MEGATRON_2022, recompute: st
                       recompute=recompute, sequence_parallel=recompute == "selective", attention="eager")
 
 
-def llama3(row, efficiency: float = DEFAULT_EFFICIENCY):
-    """Best step of Llama 3.1 405B in a Table 4 layout (micro-batch, interleaving, ZeRO stage
-    and recomputation chosen by the search)."""
+def korthikanti_mfu(name: str) -> float:
+    """MFU of a Korthikanti et al. run with the shape-aware default (nothing fitted)."""
+    return korthikanti(name, efficiency=None).mfu
+
+
+def llama3(row, efficiency=None):
+    """Best step of Llama 3.1 405B in a Table 4 layout (micro-batch, interleaving and ZeRO stage
+    chosen by the search). The model's stages are uniform, and the interleaved schedule fits in
+    80 GB only with recomputation at both scales (Meta trimmed a layer from the first and last
+    stages instead), so both rows recompute: like is compared with like along the series."""
     gpus, tp, cp, pp, dp, seq, per_dp, _ = row
     return best_parallelism("llama-3.1-405b", cluster("llama3-24k-h100", nodes=gpus // 8), dp * per_dp, seq,
-                            tp=[tp], pp=[pp], cp=[cp], zero_stage=(1, 2), efficiency=efficiency).best
+                            tp=[tp], pp=[pp], cp=[cp], zero_stage=(1, 2), recompute=("full",),
+                            efficiency=efficiency).best
 
 
 _ZERO = "Rajbhandari et al. 2020 (SC'20), ZeRO, §3 and Figure 1 (Ψ = 7.5B, K = 12, N_d = 64)"
@@ -129,10 +153,19 @@ CASES = [
     for name, _, _, _, t, p, _, _, pub_hfu in KORTHIKANTI_RUNS[1:]
 ] + [
     Case(id="Korthikanti-22B", area="training", title="MFU, 22B GPT on one DGX A100 (t = 8), SP + selective",
-         published=0.415, unit="fraction", predict=lambda: korthikanti("22B").mfu, tolerance=0.20,
+         published=0.415, unit="fraction", predict=lambda: korthikanti_mfu("22B"), tolerance=0.15,
          source=KORTHIKANTI,
-         note="Over-predicted: with h/t = 768 each GEMM is small and the A100 reaches a lower fraction of "
-              "peak than in the larger models the efficiency was fitted on; one constant η cannot see that."),
+         note="Shape-aware default, nothing fitted. With h/t = 768 the attention-output GEMM has k = 768 "
+              "and the QKV GEMM 2,304 columns: 288 tiles in 3 waves of 108 SMs, so this model runs its "
+              "GEMMs at a lower fraction of peak than the larger ones of the series."),
+] + [
+    Case(id=f"Korthikanti-{name}", area="training",
+         title=f"MFU, {name} GPT on {t * p} A100s, SP + selective recompute, shape-aware default",
+         published=pub_mfu, unit="fraction", predict=lambda name=name: korthikanti_mfu(name), tolerance=0.15,
+         source=KORTHIKANTI, note="The same run as the V13 row, with every GEMM timed from its shape instead "
+                                  "of the fitted scalar efficiency.")
+    for name, _, _, _, t, p, _, pub_mfu, _ in KORTHIKANTI_RUNS[1:]
+] + [
     Case(id="Korthikanti-530B-speedup", area="training",
          title="Speed-up of SP + selective recomputation over full recomputation, 530B GPT",
          published=54.2 / 42.1, unit="x",
@@ -160,21 +193,21 @@ CASES = [
     Case(id=f"Megatron-2021-{row[0]:g}B", area="training",
          title=f"{row[0]:g}B GPT on {row[6]:,} A100s (t = {row[4]}, p = {row[5]}, batch {row[7]}): TFLOP/s per GPU",
          published=float(row[8]), unit="TFLOP/s", predict=lambda row=row: megatron_2021(row) / 1e12,
-         tolerance=0.25, source=f"{MEGATRON_2021}, Table 1",
-         note="First principles with the default efficiency; micro-batch size and interleaving (v ≤ 2) chosen "
-              "by the search. The mid-sized models are over-predicted: their per-GPU matrices (h/t of 768 to "
-              "1,280) run further below peak than the large ones the efficiency reflects.")
+         tolerance=0.15, source=f"{MEGATRON_2021}, Table 1",
+         note="First principles with the shape-aware default; micro-batch size and interleaving (v ≤ 2) chosen "
+              "by the search. Throughput rises along the table because the per-GPU GEMMs grow (h/t from 768 to "
+              "3,200) and fill the SMs' waves better, and the memory-bound and TP shares shrink as h grows.")
     for row in MEGATRON_2021_TABLE1
 ] + [
     Case(id=f"Llama3-405B-{row[0] // 1024}K", area="training",
          title=f"Llama 3 405B, {row[0]:,} H100s, TP {row[1]} PP {row[3]} DP {row[4]}, 8K context: BF16 MFU",
-         published=row[7], unit="fraction", predict=lambda row=row: llama3(row).mfu, tolerance=0.25, source=LLAMA3,
-         note="First principles with the default efficiency. At 8,192 GPUs the interleaved schedule's extra "
-              "in-flight micro-batches do not fit in 80 GB in this model, so it predicts the plain 1F1B bubble "
-              "and falls short; Meta trimmed a layer from the first and last stages and tuned the schedule to "
-              "fit. The 128K-context row (CP 16) is left out: its MFU depends on whether the masked half of the "
-              "attention is counted, which the paper does not say, and at 128K tokens attention is half of "
-              "the FLOPs.")
+         published=row[7], unit="fraction", predict=lambda row=row: llama3(row).mfu, tolerance=0.15, source=LLAMA3,
+         note="First principles with the shape-aware default. The interleaved schedule's in-flight micro-batches "
+              "fit in 80 GB in this model only with recomputation (Meta trimmed a layer from the first and last "
+              "stages instead), so both rows recompute; MFU falls from 8K to 16K GPUs because the same global "
+              "batch leaves half the micro-batches per pipeline and a larger bubble. The 128K-context row "
+              "(CP 16) is left out: its MFU depends on whether the masked half of the attention is counted, "
+              "which the paper does not say, and at 128K tokens attention is half of the FLOPs.")
     for row in LLAMA3_TABLE4[:2]
 ]
 
@@ -184,11 +217,75 @@ CASES += [
          published=331.0, unit="tok/s",
          predict=lambda: train_step("llama-3-70b", cluster("dgx-a100", nodes=8), 64, 8192, tp=1, pp=1,
                                     micro_batch=1, zero_stage=3, recompute="full").tokens_per_s / 64,
-         tolerance=0.25, source=("pytorch/torchtitan docs/performance.md (2024): FSDP2, local batch 1, full "
-                                 "activation checkpointing, 331 WPS and 51.7 % MFU on 64 A100 80GB"),
-         note="First principles with the default efficiency. FSDP all-gathers the weights before each "
+         tolerance=0.15, source=TORCHTITAN + ": FSDP2, local batch 1, full activation checkpointing, 331 WPS "
+                                            "and 51.7 % MFU on 64 A100 80GB",
+         note="First principles with the shape-aware default. FSDP all-gathers the weights before each "
               "layer's forward and backward and reduce-scatters the gradients after it; at 8 nodes that "
               "traffic hides behind the compute, as the model assumes with full overlap."),
+]
+
+
+def torchtitan_llama3(size: str) -> float:
+    """Tokens/s per GPU of Llama 3 ``size`` under FSDP2 on 64 A100s (torchtitan's table): local
+    batch 1, 8,192-token sequences; selective op checkpointing on 8B (≈ none here: it saves the
+    attention and half of the matrix multiplies' outputs), full on 70B. Compared in tokens/s, the
+    measured quantity: torchtitan's MFU counts 6 FLOP per parameter including the embedding
+    and the attention as if unmasked (12·l·h·s per token), so it is not this library's MFU."""
+    rc = "full" if size == "70b" else "none"
+    return train_step(f"llama-3-{size}", cluster("dgx-a100", nodes=8), 64, 8192, tp=1, pp=1, micro_batch=1,
+                      zero_stage=3, recompute=rc).tokens_per_s / 64
+
+
+def _gpt3_131k() -> Transformer:
+    return dataclasses.replace(model("gpt-3"), name="GPT-3 175B (131,072-token vocabulary)", vocab=131072,
+                               max_context=4096, learned_positions=0)
+
+
+def megatron_core_strong(gpus: int) -> float:
+    """MFU of the best layout of GPT-3 175B (131K vocabulary) on ``gpus`` H100s, batch 1,152 ×
+    4,096 tokens, with Megatron-core's distributed optimizer (ZeRO-1)."""
+    return best_parallelism(_gpt3_131k(), cluster("dgx-h100", nodes=gpus // 8), 1152, 4096,
+                            zero_stage=(1,)).best.mfu
+
+
+def _point(case_id: str):
+    c = next(c for c in CASES if c.id == case_id)
+    return (case_id, c.published, c.predict)
+
+
+SERIES = [
+    Series(name="Megatron-LM 2021 weak scaling (1.7B on 32 to 1T on 3,072 A100s)", source=f"{MEGATRON_2021}, Table 1",
+           unit="TFLOP/s per GPU",
+           points=tuple(_point(f"Megatron-2021-{row[0]:g}B") for row in MEGATRON_2021_TABLE1)),
+    Series(name="Korthikanti et al. 2022 model series (22B on 8 to 1T on 512 A100s)", source=KORTHIKANTI,
+           unit="MFU", points=tuple(_point(f"Korthikanti-{r[0]}") for r in KORTHIKANTI_RUNS)),
+    Series(name="Llama 3 405B (8,192 and 16,384 H100s, same global batch)", source=LLAMA3, unit="MFU",
+           points=tuple(_point(f"Llama3-405B-{row[0] // 1024}K") for row in LLAMA3_TABLE4[:2])),
+    Series(name="torchtitan FSDP2 on 64 A100s (Llama 3 8B and 70B)", source=TORCHTITAN, unit="tokens/s per GPU",
+           points=(("Llama 3 8B", 2973.0, lambda: torchtitan_llama3("8b")),
+                   ("Llama 3 70B (case torchtitan-70B-FSDP)", 331.0, lambda: torchtitan_llama3("70b"))),
+           note="The 8B point is over-predicted by about a third, in tokens/s, the measured quantity (the "
+                "table's MFU counts unmasked attention and the embedding, which hides part of the gap). What "
+                "the model leaves out: torchtitan's selective op checkpointing recomputes every second "
+                "matrix multiply of a layer (the K, output and up projections, 37 % of a Llama 3 layer's "
+                "forward GEMM FLOPs) and every element-wise kernel, which the model's three recomputation "
+                "modes cannot state; and eager PyTorch runs RMSNorm, rotary embedding, SwiGLU and the "
+                "fp32 cross-entropy as separate kernels with fp32 upcasts, several times the activation "
+                "traffic counted here. Both weigh most at d = 4,096 with no other recomputation; at "
+                "d = 8,192 with full recomputation the GEMMs dominate and the 70B point lands within "
+                "±15 %. No published per-kernel profile of these runs lets the model count them."),
+    Series(name="Megatron-LM strong scaling on H100 (GPT-3 175B, 96 to 4,608 GPUs)", source=MEGATRON_CORE,
+           unit="MFU", points=(("96 H100s", 0.47, lambda: megatron_core_strong(96)),
+                               ("4,608 H100s", 0.42, lambda: megatron_core_strong(4608))),
+           note="Trend right (the fixed batch leaves fewer micro-batches per pipeline and more exposed "
+                "data-parallel traffic as GPUs are added) but the level is a quarter to a third high, "
+                "with the attention already at FlashAttention-2's 35 % of the H100's peak. The layouts "
+                "are the search's best for this model (the README prints its layouts only as an image), "
+                "the H100's matmul efficiency is a single-GPU benchmark's, and this model has no power or "
+                "clock limit of eight 700 W GPUs under sustained load, no straggler and no software "
+                "overhead beyond the kernels; no published source quantifies these for the run, so none "
+                "is added. The runs overlapped their TP collectives with GEMMs (--tp-comm-overlap), which "
+                "the model leaves exposed: hiding them would widen the miss, not close it."),
 ]
 
 # the 8·T·P identity next to the model's own FLOP count, for the accuracy chapter's text
