@@ -118,8 +118,8 @@ def _as_numpy(a) -> tuple[np.ndarray, dict]:
     dtype = str(t.dtype).removeprefix("torch.")
     if dtype == "bfloat16":  # NumPy has no bfloat16: keep its bits
         import torch
-        return t.view(torch.int16).numpy(), {"kind": "torch", "dtype": dtype}
-    return t.numpy(), {"kind": "torch", "dtype": dtype}
+        return t.view(torch.int16).numpy(), {"kind": "torch", "torch_dtype": dtype}
+    return t.numpy(), {"kind": "torch", "torch_dtype": dtype}
 
 
 def _from_numpy(a: np.ndarray, how: dict):
@@ -127,7 +127,7 @@ def _from_numpy(a: np.ndarray, how: dict):
         return a
     import torch
     t = torch.from_numpy(a)
-    return t.view(torch.bfloat16) if how["dtype"] == "bfloat16" else t
+    return t.view(torch.bfloat16) if how["torch_dtype"] == "bfloat16" else t
 
 
 @dataclass(frozen=True)
