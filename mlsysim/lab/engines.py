@@ -152,7 +152,8 @@ class ConcurrentEngine(Engine):
         """Allocate and touch every buffer now (not during the first save)."""
         for i, b in enumerate(self._buffers):
             if b is None or len(b) < size_B:
-                self._buffers[i] = np.zeros(size_B, dtype=np.uint8)
+                b = self._buffers[i] = np.empty(size_B, dtype=np.uint8)
+                b.fill(0)  # touch every page now, not in the first copy
 
     def _raise_pending(self) -> None:
         if self._error is not None:
@@ -168,7 +169,7 @@ class ConcurrentEngine(Engine):
         self._raise_pending()
         buf = self._buffers[i]
         if buf is None or len(buf) < lay.size_B:
-            buf = self._buffers[i] = np.zeros(lay.size_B, dtype=np.uint8)
+            buf = self._buffers[i] = np.empty(lay.size_B, dtype=np.uint8)
         store.fill(buf, lay, midway=lambda: self._call("snapshot", step))
         stall = time.perf_counter() - t0
         self._jobs.put((step, i, lay.size_B, t0))
