@@ -54,7 +54,7 @@ from .audit import Audit, AuditInfeasible, audit, audit_scenario, chinchilla_tok
 
 __version__ = "0.1.0"
 
-_LAZY = {"plots", "widgets", "exercises", "validation", "measure"}
+_LAZY = {"plots", "widgets", "exercises", "validation", "measure", "lab"}
 
 
 def __getattr__(name):
