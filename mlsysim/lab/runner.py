@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import sys
+from dataclasses import dataclass
 
 from . import store
 from .engines import ENGINES, make_engine
@@ -76,3 +77,60 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# --- driving it from Python: run, kill at a point, resume -------------------------------------
+@dataclass(frozen=True)
+class KillResume:
+    """Result of :func:`kill_and_resume`: what was committed before the SIGKILL, where the new
+    process resumed, and whether every loss equals the uninterrupted run's bit for bit."""
+
+    engine: str
+    killed_at: str
+    committed_before_kill: tuple
+    resumed_from: int | None
+    steps_compared: int
+    identical: bool
+
+
+def run_process(directory, engine: str = "sync", steps: int = 30, every: int = 5, pause: str = "",
+                width: int = 48) -> list[dict]:
+    """Run the runner in a child process; with ``pause``, SIGKILL it there. Returns its events."""
+    import subprocess
+    cmd = [sys.executable, "-m", "mlsysim.lab.runner", "--dir", str(directory), "--engine", engine,
+           "--steps", str(steps), "--every", str(every), "--width", str(width)] + (["--pause", pause] if pause else [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    events = []
+    for line in proc.stdout:
+        events.append(json.loads(line))
+        if pause and "paused" in events[-1]:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+    proc.stdout.read()
+    proc.wait(timeout=120)
+    if pause and "paused" not in events[-1]:
+        raise RuntimeError(f"the run ended without reaching {pause!r}")
+    if not pause and proc.returncode != 0:
+        raise RuntimeError(f"the run failed with exit status {proc.returncode}")
+    return events
+
+
+def losses(events) -> dict:
+    """{step: loss} from a run's events (losses are exact: float.hex)."""
+    return {e["step"]: float.fromhex(e["loss"]) for e in events if "loss" in e}
+
+
+def kill_and_resume(directory, engine: str = "concurrent", pause: str = "persist@10", steps: int = 30,
+                    every: int = 5) -> KillResume:
+    """An uninterrupted run, then a run SIGKILLed at ``pause`` and restarted, in ``directory``."""
+    from pathlib import Path
+    base = Path(directory)
+    reference = losses(run_process(base / "reference", engine, steps, every))
+    killed = run_process(base / "killed", engine, steps, every, pause=pause)
+    resumed = run_process(base / "killed", engine, steps, every)
+    after = {**losses(killed), **losses(resumed)}
+    return KillResume(engine=engine, killed_at=pause,
+                      committed_before_kill=tuple(e["commit"] for e in killed if "commit" in e),
+                      resumed_from=resumed[0]["resumed_from"], steps_compared=len(losses(resumed)),
+                      identical=sorted(after) == sorted(reference) and all(
+                          after[s].hex() == reference[s].hex() for s in reference))
