@@ -21,7 +21,7 @@ def test_lab_checkpoint_json(tmp_path, engine):
     assert 1.5e6 < d["size_B"] < 2.5e6 and d["stall_s"] > 0 and d["load_Bps"] > 0
     assert d["predicted"]["stall_s"] > 0 and d["predicted"]["write_s"] > 0
     assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == [
-        "ckpt-000000005.commit", "ckpt-000000005.data", "ckpt-000000007.commit", "ckpt-000000007.data"]  # after 1 warm-up step
+        "ckpt-000000007.commit", "ckpt-000000007.data", "ckpt-000000009.commit", "ckpt-000000009.data"]  # 3 warm-up steps
 
 
 def test_lab_checkpoint_text_and_bad_input(tmp_path):
@@ -34,3 +34,13 @@ def test_lab_checkpoint_text_and_bad_input(tmp_path):
     f.write_text("x")
     r = _lab("--size-mb", 1, "--steps", 2, "--every", 1, "--dir", f / "sub")
     assert r.returncode == 2 and "not writable" in r.stderr
+
+
+def test_lab_checkpoint_refuses_a_directory_with_checkpoints(tmp_path):
+    from mlsysim.lab.engines import SyncEngine
+    import numpy as np
+    with SyncEngine(tmp_path) as e:
+        e.save(1, {"w": np.zeros(3)})
+    r = _lab("--size-mb", 1, "--steps", 2, "--every", 1, "--dir", tmp_path)
+    assert r.returncode == 2 and "already holds checkpoints" in r.stderr
+    assert (tmp_path / "ckpt-000000001.commit").exists()

@@ -166,7 +166,9 @@ class ConcurrentEngine(Engine):
         lay = store.layout(state, step)
         i = self._free.get()  # back-pressure: every buffer is still being written
         waited = time.perf_counter() - t0
-        self._raise_pending()
+        if self._error is not None:  # a writer failed while we waited: hand the buffer back, report
+            self._free.put(i)
+            self._raise_pending()
         buf = self._buffers[i]
         if buf is None or len(buf) < lay.size_B:
             buf = self._buffers[i] = np.empty(lay.size_B, dtype=np.uint8)

@@ -23,15 +23,21 @@ from .predict import Machine, Prediction, measure_machine, predict
 from .train import LabConfig, Trainer
 
 
+WARMUP_STEPS = 3  # untimed: the first steps fault in pages and grow the allocator's pools
+
+
 def step_time_s(cfg: LabConfig, steps: int = 5) -> float:
-    """Mean seconds per training step without checkpoints: ``steps`` steps after one warm-up step,
-    timed as the checkpointed run is."""
+    """Seconds per training step without checkpoints: the median of ``steps`` timed steps after
+    the warm-up steps (the median, because a shared machine adds slow outliers)."""
     t = Trainer(cfg)
-    t.step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
+    for _ in range(WARMUP_STEPS):
         t.step()
-    return (time.perf_counter() - t0) / steps
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        t.step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def _drop_cache(path) -> None:
@@ -52,7 +58,7 @@ class LabRun(Record):
     steps: int
     every: int
     checkpoints: int
-    step_s: float               # one training step without checkpoints (mean of as many steps)
+    step_s: float               # one training step without checkpoints (median)
     stall_s: float              # mean training stall per checkpoint
     max_stall_s: float
     wait_s: float               # of which back-pressure (concurrent: waiting for a free buffer)
@@ -118,6 +124,9 @@ def run(engine: str = "concurrent", size_B: float = 64e6, steps: int = 20, every
     cfg = cfg or LabConfig.for_size(size_B, steps=max(steps, 20), warmup=min(10, steps))
     with tempfile.TemporaryDirectory(prefix="mlsysim-lab-") as tmp:
         directory = store.check_directory(directory or tmp)
+        if store.committed_steps(directory):
+            raise MlsysimError(f"{directory} already holds checkpoints of another run; give an empty directory "
+                               f"(the experiment never deletes checkpoints it did not write)")
         machine = machine or measure_machine(directory)
         step_s = step_s if step_s is not None else step_time_s(cfg, steps)
         return _run(engine, cfg, steps, every, directory, machine, step_s, buffers, keep, verify, progress)
@@ -130,7 +139,8 @@ def _run(engine, cfg, steps, every, directory, machine, step_s, buffers, keep, v
     eng = make_engine(engine, directory, keep=keep, **kw)
     if engine == "concurrent":
         eng.prepare(store.layout(trainer.state(), 0).size_B)
-    losses[1] = trainer.step()           # warm-up, outside the timing
+    for _ in range(WARMUP_STEPS):        # outside the timing
+        losses[trainer.step_count + 1] = trainer.step()
     t0 = time.perf_counter()
     try:
         for i in range(steps):
