@@ -51,15 +51,16 @@ def main(argv=None) -> int:
     t_start = time.time()
     rows, runs = [], []
     with tempfile.TemporaryDirectory(prefix="mlsysim-bench-") as tmp:
-        machine = measure_machine(tmp)
-        print(f"machine: copy {machine.copy_Bps / 1e9:.1f} GB/s, disk write+fsync {machine.write_Bps / 1e9:.2f} "
-              f"GB/s, read {machine.read_Bps / 1e9:.2f} GB/s; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-              file=sys.stderr)
+        print(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), file=sys.stderr)
         for size in a.sizes:
+            # the machine is measured again before each size: a shared machine's disk rate drifts
+            machine = measure_machine(tmp, size_B=min(size, 256e6))
+            print(f"  copy {machine.copy_Bps / 1e9:.1f} GB/s, disk write+fsync {machine.write_Bps / 1e9:.2f} GB/s, "
+                  f"read {machine.read_Bps / 1e9:.2f} GB/s", file=sys.stderr)
             cfg = LabConfig.for_size(size, steps=40, warmup=4)
-            step_s = step_time_s(cfg, 8)       # one baseline per size, shared by its intervals
             for every in a.every:
                 steps = max(2 * every, 4)
+                step_s = step_time_s(cfg, min(steps, 8))   # baseline right before the pair of runs
                 got = {}
                 for engine in ("sync", "concurrent"):
                     directory = f"{tmp}/{engine}-{size:.0f}-{every}"
@@ -85,8 +86,7 @@ def main(argv=None) -> int:
         print("| " + " | ".join(r) + " |")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"machine": {"copy_Bps": machine.copy_Bps, "write_Bps": machine.write_Bps,
-                                   "read_Bps": machine.read_Bps}, "runs": runs}, f, indent=1)
+            json.dump({"runs": runs}, f, indent=1)
     return 0
 
 
