@@ -53,8 +53,9 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="mlsysim-bench-") as tmp:
         print(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), file=sys.stderr)
         for size in a.sizes:
-            # the machine is measured again before each size: a shared machine's disk rate drifts
-            machine = measure_machine(tmp, size_B=min(size, 256e6))
+            # measured again before each size (a shared machine's disk rate drifts), with a file of the
+            # checkpoint's size: a long write outlasts the device's and the page cache's bursts
+            machine = measure_machine(tmp, size_B=min(size, 1e9))
             print(f"  copy {machine.copy_Bps / 1e9:.1f} GB/s, disk write+fsync {machine.write_Bps / 1e9:.2f} GB/s, "
                   f"read {machine.read_Bps / 1e9:.2f} GB/s", file=sys.stderr)
             cfg = LabConfig.for_size(size, steps=40, warmup=4)
