@@ -6,7 +6,7 @@ first use (``ms.lab`` or ``import mlsysim.lab``):
 * ``mlsysim.lab.train`` — a character-level MLP language model in NumPy with
   AdamW, a warm-up + cosine schedule and a per-epoch shuffling loader; its whole
   state (weights, moments, schedule, loader order and generator) is a mapping of
-  arrays and scalars, from kilobytes to gigabytes (:meth:`LabConfig.for_size`).
+  arrays and scalars, from kilobytes to gigabytes (:meth:`~mlsysim.lab.train.LabConfig.for_size`).
 * ``mlsysim.lab.store`` — the checkpoint files: data file with a JSON header and
   aligned arrays, CRC-32, write to a temporary name + ``fsync`` + atomic rename +
   directory ``fsync``, then a commit record written the same way (a checkpoint exists

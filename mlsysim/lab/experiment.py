@@ -110,7 +110,7 @@ def run(engine: str = "concurrent", size_B: float = 64e6, steps: int = 20, every
         buffers: int = 2, keep: int = 2, verify: bool = True, progress=None) -> LabRun:
     """Train ``steps`` steps checkpointing every ``every`` with ``engine`` into ``directory``.
 
-    ``cfg`` (default: :meth:`LabConfig.for_size` of ``size_B``) sets the model; ``machine``
+    ``cfg`` (default: :meth:`~mlsysim.lab.train.LabConfig.for_size` of ``size_B``) sets the model; ``machine``
     and ``step_s`` reuse earlier measurements; ``verify`` resumes from the newest
     checkpoint and checks the following losses bit for bit; ``progress(done, total)``
     is called after each step.
