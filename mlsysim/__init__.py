@@ -4,7 +4,8 @@
 registries, records, the roofline) loads with the package; each solver module loads on the
 first use of one of its names (``ms.decode`` loads :mod:`mlsysim.serving`), and the
 presentation layers (``ms.plots``, ``ms.widgets``, ``ms.exercises``) and the validation
-cases (``ms.validation``) on first use too, so that the import stays fast.
+cases (``ms.validation``) and the checkpoint lab (``ms.lab``) on first use too, so that the
+import stays fast.
 """
 import sys
 from importlib import import_module
@@ -48,7 +49,7 @@ _SOLVERS = {
     "wafer": ("weight_streaming", "weights_resident", "wafers_needed"),
     "audit": ("Audit", "AuditInfeasible", "audit", "audit_scenario", "chinchilla_tokens"),
 }
-_PRESENTATION = ("plots", "widgets", "exercises", "validation", "measure")
+_PRESENTATION = ("plots", "widgets", "exercises", "validation", "measure", "lab")
 _HOME = {name: module for module, names in _SOLVERS.items() for name in names}
 
 __version__ = "0.1.0"

@@ -10,6 +10,7 @@
     mlsysim assign notebooks/ --out student/           # student copies of the notebooks
     mlsysim assign notebooks/ --out source/ps1 --nbgrader
     mlsysim score --execute submitted/alice/           # exercises answered correctly
+    mlsysim lab checkpoint --engine sync --size-mb 256 --steps 20 --every 5   # real checkpoints, timed
 
 Output is a readable table; ``--json`` prints one JSON object whose numbers are plain SI
 values with the unit in the key (``time_s``, ``memory_B``, ``bandwidth_Bps``, ``energy_J``,
@@ -449,8 +450,59 @@ def _run_audit(args) -> int:
     return 1 if a.failed else 0
 
 
+# --- lab ---------------------------------------------------------------------------------------
+
+def _add_lab(commands) -> None:
+    p = commands.add_parser("lab", help="experiments that run for real on this machine (checkpoint)",
+                            description="Lab experiments: real runs on this machine, measured and set "
+                                        "beside the model's prediction.")
+    labs = p.add_subparsers(dest="lab", metavar="EXPERIMENT", required=True)
+    c = labs.add_parser("checkpoint", help="train a small model, checkpoint it, time the stalls, load it back",
+                        description="Train the lab's NumPy language model, checkpoint it every --every "
+                                    "steps with the sync or the concurrent engine, load the newest "
+                                    "checkpoint back and check that it resumes bit for bit; print the "
+                                    "measured stall, save and load times and bandwidths beside what "
+                                    "mlsysim.checkpoint predicts for this machine's measured memory and disk.")
+    c.add_argument("--engine", default="concurrent", help="sync or concurrent (default concurrent)")
+    c.add_argument("--size-mb", type=float, default=64.0, help="checkpoint size in MB (1e6 B; default 64)")
+    c.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
+    c.add_argument("--every", type=int, default=5, help="checkpoint every this many steps (default 5)")
+    c.add_argument("--dir", help="checkpoint directory (default: a temporary one, removed afterwards)")
+    c.add_argument("--buffers", type=int, default=2, help="concurrent engine: checkpoints in flight (default 2)")
+    c.add_argument("--keep", type=int, default=2, help="committed checkpoints kept (default 2)")
+    add_json_flag(c)
+    c.set_defaults(run=_run_lab_checkpoint)
+
+
+def _progress_bar(done: int, total: int) -> None:
+    """A one-line progress bar on stderr (only on a terminal and for runs of more than a few steps)."""
+    if total < 10 or not sys.stderr.isatty():
+        return
+    width = 30
+    filled = width * done // total
+    sys.stderr.write(f"\r  training [{'#' * filled}{'.' * (width - filled)}] {done}/{total} steps")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def _run_lab_checkpoint(args) -> int:
+    from .lab.engines import ENGINES
+    from .lab.experiment import run
+    from .errors import UnknownNameError
+    if args.engine not in ENGINES:
+        raise UnknownNameError("checkpoint engine", args.engine, ENGINES)
+    if not args.size_mb > 0:
+        raise ValueError(f"--size-mb must be positive, got {args.size_mb}")
+    r = run(args.engine, size_B=args.size_mb * 1e6, steps=args.steps, every=args.every, directory=args.dir,
+            buffers=args.buffers, keep=args.keep, progress=_progress_bar)
+    emit(r.to_dict() if args.json else r, args)
+    return 0
+
+
 #: The subcommands' ``_add_<name>`` functions, in the order ``mlsysim --help`` lists them.
-COMMANDS = [_add_zoo, _add_roofline, _add_serve, _add_train, _add_checkpoint, _add_audit, _add_assign, _add_score]
+COMMANDS = [_add_zoo, _add_roofline, _add_serve, _add_train, _add_checkpoint, _add_audit, _add_assign, _add_score,
+            _add_lab]
 
 
 def parser() -> argparse.ArgumentParser:

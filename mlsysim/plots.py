@@ -610,3 +610,28 @@ def accuracy_ratios(outcomes):
     ax.set_ylabel("predicted / published")
     _legend(fig, [ax])
     return fig
+
+
+# --- checkpoint lab (06L) ------------------------------------------------------
+def lab_stalls(runs=(), model=None, ax=None, title: str | None = None):
+    """Training stall per checkpoint against the compute time between checkpoints, sync vs
+    concurrent: measured runs as markers (:class:`~mlsysim.lab.experiment.LabRun` records)
+    and the model as lines (``model``: a tuple of arrays ``(interval_s, sync_s, concurrent_s)``)."""
+    fig, ax = _figure(ax, size=(7.5, 4.2))
+    colours = {"sync": PALETTE[1], "concurrent": PALETTE[0]}
+    if model is not None:
+        tau, sync, conc = (np.asarray(v, dtype=float) for v in model)
+        ax.plot(tau, sync, color=colours["sync"], lw=2, label="sync, model")
+        ax.plot(tau, conc, color=colours["concurrent"], lw=2, label="concurrent, model")
+    for engine in ("sync", "concurrent"):
+        mine = [r for r in runs if r.engine == engine]
+        if mine:
+            ax.plot([r.every * r.step_s for r in mine], [r.stall_s for r in mine], "o", ms=7,
+                    color=colours[engine], markeredgecolor="black", label=f"{engine}, measured")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("compute between checkpoints (s)")
+    ax.set_ylabel("training stall per checkpoint (s)")
+    ax.set_title(title or "Checkpoint stall: sync vs concurrent engine")
+    ax.legend(fontsize=8)
+    return fig

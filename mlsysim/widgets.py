@@ -707,3 +707,42 @@ def audit_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", nodes: in
         return rows, fig
 
     return Explorer(controls, compute, render, title="Full-stack audit of a training run")
+
+
+# --- checkpoint lab (06L) -------------------------------------------------------
+def lab_checkpoint_explorer(size_GB: float = 1.0, copy_GBps: float = 10.0, write_GBps: float = 1.0,
+                            read_GBps: float = 2.0, interval_s: float = 2.0) -> Explorer:
+    """Explore the checkpoint lab's model: state size, memory copy and disk rates, interval →
+    sync and concurrent stall per checkpoint and the share of time they cost (no run needed)."""
+    from .lab.predict import machine_from, predict
+    style = {"description_width": "9em"}
+
+    def slider(value, lo, hi, label):
+        return W.FloatLogSlider(value=value, base=10, min=lo, max=hi, step=0.05, description=label,
+                                readout_format=".3g", style=style)
+
+    controls = {"size_GB": slider(size_GB, -2, 2, "state (GB)"),
+                "copy_GBps": slider(copy_GBps, 0, 2, "memory copy (GB/s)"),
+                "write_GBps": slider(write_GBps, -1, 1.5, "disk write (GB/s)"),
+                "read_GBps": slider(read_GBps, -1, 1.5, "disk read (GB/s)"),
+                "interval_s": slider(interval_s, -1, 3, "interval (s)")}
+
+    def compute(size_GB, copy_GBps, write_GBps, read_GBps, interval_s):
+        m = machine_from(copy_GBps * 1e9, write_GBps * 1e9, read_GBps * 1e9)
+        tau = np.geomspace(0.1, 1000.0, 60)
+        curves = [predict(size_GB * 1e9, m, t) for t in tau]
+        return predict(size_GB * 1e9, m, interval_s), (tau, [p.sync_stall_s for p in curves],
+                                                       [p.concurrent_stall_s for p in curves])
+
+    def render(result):
+        p, curves = result
+        fig = plots.lab_stalls(model=curves, title=f"{fmt(p.size_B, 'B')} state")
+        fig.axes[0].axvline(p.interval_s, color="#7f7f7f", ls=":", lw=1)
+        share = lambda s: fmt(s / (p.interval_s + s), "%")  # noqa: E731
+        rows = [("snapshot copy", fmt(p.copy_s, "s")), ("disk write", fmt(p.write_s, "s")),
+                ("sync stall", f"{fmt(p.sync_stall_s, 's')} ({share(p.sync_stall_s)} of the time)"),
+                ("concurrent stall", f"{fmt(p.concurrent_stall_s, 's')} ({share(p.concurrent_stall_s)} of the time)"),
+                ("load back", fmt(p.restore_s, "s"))]
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Checkpoint lab: what the model predicts")

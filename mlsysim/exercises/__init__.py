@@ -106,3 +106,10 @@ def check(exercise_id: str, answer) -> bool:
 def ids(notebook: str) -> list[str]:
     """Ids of every exercise of a notebook (``"00"``), in the order of their numbers."""
     return sorted(_registry(str(notebook)), key=lambda i: [int(p) if p.isdigit() else p for p in i.split(".")])
+
+
+def notebook_id(filename) -> str:
+    """The exercise prefix of a notebook file: its two digits (``"06"`` for
+    ``06_scaling_1000_gpus.ipynb``), with ``L`` for the lab after it (``"06L"`` for ``06_lab_checkpoint``)."""
+    name = Path(str(filename)).name
+    return name[:2] + ("L" if name[2:].startswith("_lab_") else "")

@@ -1,0 +1,227 @@
+"""Two checkpoint engines behind one interface: ``save(step, state)``, ``wait()``, ``close()``.
+
+* :class:`SyncEngine` — the common baseline (as ``torch.save`` is usually called):
+  the training loop writes the whole state to a temporary file, flushes it, waits for
+  ``fsync``, renames it and writes the commit record. Training is blocked throughout:
+  stall = serialize + write + fsync + commit.
+* :class:`ConcurrentEngine` — a pool of ``buffers`` preallocated host buffers (the
+  number of checkpoints that may be in flight, as in PCcheck, Strati et al. 2025) and
+  background writer threads. ``save`` only copies the state into a free buffer
+  (CheckFreq's snapshot, Mohan et al., FAST'21) and returns; a writer persists the
+  buffer in chunks, fsyncs, renames, commits, prunes, and frees the buffer. When
+  every buffer is still being written, ``save`` waits for one: that back-pressure is
+  part of the stall. An error in a writer (a full disk) is raised by the next call.
+
+Both compute a CRC-32 of each data file, commit atomically (see
+:mod:`mlsysim.lab.store`) and keep the newest ``keep`` committed checkpoints.
+Both accept ``hook(point, step)``, called at ``"snapshot"`` (halfway through the copy
+into memory; for the sync engine just before the write), ``"persist"`` (after the first
+chunk reached the file) and ``"commit"`` (right after the commit record is durable), and
+``on_commit(step)``; both are called while holding :attr:`Engine.lock`, so that a
+process stopped inside a hook has no commit half-announced.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import MlsysimError
+from . import store
+
+ENGINES = ("sync", "concurrent")
+
+
+@dataclass(frozen=True)
+class SaveRecord:
+    """One checkpoint: its step, bytes, the stall it cost training (s), of which back-pressure
+    (s), and the seconds from the start of ``save`` until it was committed."""
+
+    step: int
+    size_B: int
+    stall_s: float
+    wait_s: float
+    durable_s: float
+
+
+class Engine:
+    """Common part: directory checks, hooks, commit and pruning, the records of each save."""
+
+    name = ""
+
+    def __init__(self, directory, keep: int = 2, hook=None, on_commit=None):
+        if type(keep) is not int or keep < 1:
+            raise MlsysimError(f"keep must be an integer >= 1 (the last good checkpoint is never deleted), got {keep!r}")
+        self.directory = store.check_directory(directory)
+        self.keep = keep
+        self.lock = threading.RLock()
+        self._hook, self._on_commit = hook, on_commit
+        self.records: list[SaveRecord] = []
+        self._durable: dict[int, float] = {}
+
+    def _call(self, point: str, step: int) -> None:
+        if self._hook is not None:
+            with self.lock:
+                self._hook(point, step)
+
+    def _persist(self, step: int, chunks, started: float) -> None:
+        d = self.directory
+        size, crc = store.write_durable(d / store.data_name(step), chunks,
+                                        after_first=lambda: self._call("persist", step))
+        with self.lock:
+            store.commit(d, step, size, crc)
+            self._durable[step] = time.perf_counter() - started
+            if self._on_commit is not None:
+                self._on_commit(step)
+            self._call("commit", step)
+            store.prune(d, self.keep)
+
+    def save(self, step: int, state) -> float:
+        """Checkpoint ``state`` as step ``step``; returns the training stall in seconds."""
+        raise NotImplementedError
+
+    def wait(self) -> None:
+        """Return once every checkpoint saved so far is committed (raises a writer's error)."""
+
+    def close(self) -> None:
+        self.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.close()
+        else:
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop without waiting for checkpoints in flight (they stay uncommitted)."""
+
+    def summary(self) -> list[SaveRecord]:
+        """The records of every save, with the time until each was durable."""
+        self.wait()
+        return [SaveRecord(r.step, r.size_B, r.stall_s, r.wait_s, self._durable.get(r.step, float("nan")))
+                for r in self.records]
+
+
+class SyncEngine(Engine):
+    """Serialize, write, fsync, rename, commit — all inside :meth:`save`."""
+
+    name = "sync"
+
+    def save(self, step: int, state) -> float:
+        t0 = time.perf_counter()
+        lay = store.layout(state, step)
+        self._call("snapshot", step)
+        self._persist(step, store.chunks_of(lay), t0)
+        stall = time.perf_counter() - t0
+        self.records.append(SaveRecord(step, lay.size_B, stall, 0.0, stall))
+        return stall
+
+
+class ConcurrentEngine(Engine):
+    """Copy into one of ``buffers`` preallocated buffers; ``writers`` threads persist them."""
+
+    name = "concurrent"
+
+    def __init__(self, directory, keep: int = 2, buffers: int = 2, writers: int = 1, chunk_B: int = store.CHUNK_B,
+                 hook=None, on_commit=None):
+        super().__init__(directory, keep, hook, on_commit)
+        for k, v in (("buffers", buffers), ("writers", writers), ("chunk_B", chunk_B)):
+            if type(v) is not int or v < 1:
+                raise MlsysimError(f"{k} must be a positive integer, got {v!r}")
+        self.chunk_B = chunk_B
+        self._buffers: list[np.ndarray | None] = [None] * buffers
+        self._free: queue.Queue = queue.Queue()
+        for i in range(buffers):
+            self._free.put(i)
+        self._jobs: queue.Queue = queue.Queue()
+        self._error: BaseException | None = None
+        self._stop = False
+        self._threads = [threading.Thread(target=self._writer, name=f"checkpoint-writer-{i}", daemon=True)
+                         for i in range(writers)]
+        for t in self._threads:
+            t.start()
+
+    def prepare(self, size_B: int) -> None:
+        """Allocate and touch every buffer now (not during the first save)."""
+        for i, b in enumerate(self._buffers):
+            if b is None or len(b) < size_B:
+                b = self._buffers[i] = np.empty(size_B, dtype=np.uint8)
+                b.fill(0)  # touch every page now, not in the first copy
+
+    def _raise_pending(self) -> None:
+        if self._error is not None:
+            e, self._error = self._error, None
+            raise e
+
+    def save(self, step: int, state) -> float:
+        self._raise_pending()
+        t0 = time.perf_counter()
+        lay = store.layout(state, step)
+        i = self._free.get()  # back-pressure: every buffer is still being written
+        waited = time.perf_counter() - t0
+        if self._error is not None:  # a writer failed while we waited: hand the buffer back, report
+            self._free.put(i)
+            self._raise_pending()
+        buf = self._buffers[i]
+        if buf is None or len(buf) < lay.size_B:
+            buf = self._buffers[i] = np.empty(lay.size_B, dtype=np.uint8)
+        store.fill(buf, lay, midway=lambda: self._call("snapshot", step))
+        stall = time.perf_counter() - t0
+        self._jobs.put((step, i, lay.size_B, t0))
+        self.records.append(SaveRecord(step, lay.size_B, stall, waited, float("nan")))
+        return stall
+
+    def _writer(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None or self._stop:
+                self._jobs.task_done()
+                return
+            step, i, size, t0 = job
+            try:
+                view = self._buffers[i][:size]
+                chunks = (view[k:k + self.chunk_B] for k in range(0, size, self.chunk_B))
+                self._persist(step, chunks, t0)
+            except BaseException as e:  # handed to the training thread by the next call
+                self._error = self._error or e
+            finally:
+                self._free.put(i)
+                self._jobs.task_done()
+
+    def wait(self) -> None:
+        self._jobs.join()
+        self._raise_pending()
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            self._shutdown()
+
+    def abort(self) -> None:
+        self._stop = True
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        for t in self._threads:
+            t.join()
+
+
+def make_engine(kind: str, directory, **kw) -> Engine:
+    """``"sync"`` → :class:`SyncEngine`, ``"concurrent"`` → :class:`ConcurrentEngine`."""
+    if kind == "sync":
+        kw = {k: v for k, v in kw.items() if k in ("keep", "hook", "on_commit")}
+        return SyncEngine(directory, **kw)
+    if kind == "concurrent":
+        return ConcurrentEngine(directory, **kw)
+    from ..errors import UnknownNameError
+    raise UnknownNameError("checkpoint engine", kind, ENGINES)

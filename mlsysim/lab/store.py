@@ -1,0 +1,379 @@
+"""The checkpoint files: layout, checksums, atomic commit, pruning and :func:`load_latest`.
+
+A checkpoint of step *s* is two files in one directory:
+
+* ``ckpt-<s>.data`` — an 8-byte magic, the header length, a JSON header (the state's
+  structure, every scalar exactly, and each array's dtype, shape and offset), then the
+  arrays' bytes, each aligned to 64 bytes;
+* ``ckpt-<s>.commit`` — a small JSON record: step, data file name, size and CRC-32 of
+  the whole data file.
+
+Each is written to ``<name>.tmp``, flushed with ``fsync``, renamed over its final name
+and made durable with an ``fsync`` of the directory (the rename is atomic on POSIX
+file systems). The data file is renamed first and the commit record last: a
+checkpoint exists only once its commit record is durable, so a crash at any moment
+leaves either a committed, complete checkpoint or one that :func:`load_latest`
+ignores. Older checkpoints are deleted (commit record first) only after a newer
+commit, and the newest ``keep`` committed ones are never deleted.
+
+A state is a mapping of NumPy arrays (or PyTorch tensors, when ``torch`` is
+installed) and scalars, nested in dicts and lists, as ``model.state_dict()`` and
+``optimizer.state_dict()`` are. Floats are stored exactly (``float.hex``).
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import struct
+import sys
+import time
+import warnings
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"MLSYSCK1"
+FORMAT = "mlsysim-lab-checkpoint/1"
+ALIGN = 64
+CHUNK_B = 16 * 2 ** 20
+NAME = re.compile(r"^ckpt-(\d{9})\.(data|commit)$")
+
+
+class CheckpointError(OSError):
+    """A checkpoint could not be written or none could be loaded; the message says why and
+    which files are affected. ``errno`` is the operating system's (ENOSPC for a full disk)."""
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint file was skipped (torn, corrupt or uncommitted); the message names it."""
+
+
+def data_name(step: int) -> str:
+    return f"ckpt-{step:09d}.data"
+
+
+def commit_name(step: int) -> str:
+    return f"ckpt-{step:09d}.commit"
+
+
+# --- encoding a state ----------------------------------------------------------------------
+def _torch_tensor(x) -> bool:
+    t = sys.modules.get("torch")  # never import torch here: a tensor exists only if torch is loaded
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def _encode(obj, arrays: list):
+    if isinstance(obj, np.ndarray) or _torch_tensor(obj):
+        arrays.append(obj)
+        return {"__array__": len(arrays) - 1}
+    if isinstance(obj, dict):
+        return {"__map__": [[_encode(k, arrays), _encode(v, arrays)] for k, v in obj.items()]}
+    if isinstance(obj, (list, tuple)):
+        return {"__list__": [_encode(v, arrays) for v in obj], "tuple": isinstance(obj, tuple)}
+    if isinstance(obj, np.generic):
+        return {"__np__": obj.dtype.str, "hex": obj.tobytes().hex()}
+    if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
+        return obj
+    if isinstance(obj, float):
+        return {"__float__": obj.hex()}
+    if _torch_tensor_like(obj):
+        return {"__torch_dtype__": str(obj).removeprefix("torch.")}
+    raise TypeError(f"cannot checkpoint a value of type {type(obj).__name__}: use arrays, tensors, "
+                    f"numbers, strings, None, and dicts or lists of them")
+
+
+def _torch_tensor_like(obj) -> bool:
+    t = sys.modules.get("torch")
+    return t is not None and isinstance(obj, t.dtype)
+
+
+def _decode(obj, arrays: list):
+    if isinstance(obj, dict):
+        if "__array__" in obj:
+            return arrays[obj["__array__"]]
+        if "__map__" in obj:
+            return {_decode(k, arrays): _decode(v, arrays) for k, v in obj["__map__"]}
+        if "__list__" in obj:
+            items = [_decode(v, arrays) for v in obj["__list__"]]
+            return tuple(items) if obj["tuple"] else items
+        if "__float__" in obj:
+            return float.fromhex(obj["__float__"])
+        if "__np__" in obj:
+            return np.frombuffer(bytes.fromhex(obj["hex"]), dtype=np.dtype(obj["__np__"]))[0]
+        if "__torch_dtype__" in obj:
+            import torch
+            return getattr(torch, obj["__torch_dtype__"])
+    return obj
+
+
+def _as_numpy(a) -> tuple[np.ndarray, dict]:
+    """A C-contiguous NumPy view (no copy when possible) and how to rebuild the original."""
+    if isinstance(a, np.ndarray):
+        return np.ascontiguousarray(a), {"kind": "numpy"}
+    t = a.detach().cpu().contiguous()
+    dtype = str(t.dtype).removeprefix("torch.")
+    if dtype == "bfloat16":  # NumPy has no bfloat16: keep its bits
+        import torch
+        return t.view(torch.int16).numpy(), {"kind": "torch", "torch_dtype": dtype}
+    return t.numpy(), {"kind": "torch", "torch_dtype": dtype}
+
+
+def _from_numpy(a: np.ndarray, how: dict):
+    if how["kind"] == "numpy":
+        return a
+    import torch
+    t = torch.from_numpy(a)
+    return t.view(torch.bfloat16) if how["torch_dtype"] == "bfloat16" else t
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything goes in a data file: the header bytes, and each array's offset."""
+
+    header: bytes
+    arrays: tuple          # C-contiguous NumPy arrays (views of the state's arrays)
+    offsets: tuple
+    size_B: int
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def layout(state, step: int) -> Layout:
+    """Plan the data file of ``state`` at ``step`` (no copy of the arrays)."""
+    items: list = []
+    skeleton = _encode(state, items)
+    arrays, meta = [], []
+    offset = 0
+    specs = []
+    for a in items:
+        npa, how = _as_numpy(a)
+        arrays.append(npa)
+        specs.append({"dtype": npa.dtype.str, "shape": list(npa.shape), "nbytes": int(npa.nbytes), **how})
+    # offsets depend on the header length, which depends on the offsets: fix the header size first
+    body = {"format": FORMAT, "step": int(step), "state": skeleton, "arrays": specs}
+    probe = json.dumps({**body, "arrays": [{**s, "offset": 2 ** 62} for s in specs]}).encode()
+    start = _align(len(MAGIC) + 8 + len(probe) + 64)
+    offset = start
+    for s in specs:
+        s["offset"] = offset
+        offset = _align(offset + s["nbytes"])
+        meta.append(s)
+    text = json.dumps({**body, "arrays": meta}).encode()
+    header = MAGIC + struct.pack("<Q", len(text)) + text
+    header += b"\0" * (start - len(header))
+    size = max(start, meta[-1]["offset"] + meta[-1]["nbytes"]) if meta else start
+    return Layout(header=header, arrays=tuple(arrays), offsets=tuple(s["offset"] for s in meta), size_B=size)
+
+
+def _bytes(a: np.ndarray) -> memoryview:
+    return memoryview(a.reshape(-1).view(np.uint8)) if a.size else memoryview(b"")
+
+
+def chunks_of(lay: Layout, chunk_B: int = CHUNK_B):
+    """The data file's bytes, read straight from the state's arrays, in chunks of ``chunk_B``."""
+    yield lay.header
+    pos = len(lay.header)
+    for a, off in zip(lay.arrays, lay.offsets):
+        if off > pos:
+            yield bytes(off - pos)
+        mv = _bytes(a)
+        for i in range(0, len(mv), chunk_B):
+            yield mv[i:i + chunk_B]
+        pos = off + len(mv)
+
+
+def fill(buffer: np.ndarray, lay: Layout, midway=None) -> None:
+    """Copy the data file's bytes into ``buffer`` (uint8, at least ``lay.size_B`` long).
+    ``midway()`` is called once half of the arrays have been copied."""
+    buffer[:len(lay.header)] = np.frombuffer(lay.header, dtype=np.uint8)
+    half = len(lay.arrays) // 2
+    for i, (a, off) in enumerate(zip(lay.arrays, lay.offsets)):
+        if i == half and midway is not None:
+            midway()
+        if a.size:
+            np.copyto(buffer[off:off + a.nbytes], a.reshape(-1).view(np.uint8))
+
+
+# --- durable files ---------------------------------------------------------------------------
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_durable(path: Path, chunks, after_first=None) -> tuple[int, int]:
+    """Write ``chunks`` to ``path.tmp``, fsync, rename to ``path``, fsync the directory.
+    Returns (bytes, CRC-32). On an error the temporary file is removed and
+    :class:`CheckpointError` names the file and the cause."""
+    tmp = path.with_name(path.name + ".tmp")
+    size, crc, fd = 0, 0, None
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        for i, chunk in enumerate(chunks):
+            mv = memoryview(chunk)
+            crc = zlib.crc32(mv, crc)
+            while len(mv):
+                n = os.write(fd, mv)
+                mv = mv[n:]
+            size += len(chunk)
+            if i == 0 and after_first is not None:
+                after_first()
+        os.fsync(fd)
+        os.close(fd)
+        fd = None
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except OSError as e:
+        if fd is not None:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise _write_error(e, tmp) from e
+    return size, crc
+
+
+def _write_error(e: OSError, path: Path) -> CheckpointError:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        why = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+               errno.EFBIG: "file size limit exceeded"}[e.errno]
+        msg = (f"cannot write checkpoint {path}: {why}; the partial file was removed and the "
+               f"previous checkpoints are kept")
+    else:
+        msg = f"cannot write checkpoint {path}: {e.strerror or e}"
+    return CheckpointError(e.errno, msg)
+
+
+def check_directory(directory) -> Path:
+    """Create ``directory`` if needed and prove that it is writable (a probe file), or raise."""
+    d = Path(directory)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        probe = d / ".write-probe.tmp"
+        with open(probe, "wb") as f:
+            f.write(b"ok")
+        probe.unlink()
+    except OSError as e:
+        raise CheckpointError(e.errno, f"checkpoint directory {d} is not writable: {e.strerror or e}") from e
+    for stale in d.glob("ckpt-*.tmp"):  # torn writes of a crashed run: never committed
+        stale.unlink(missing_ok=True)
+    return d
+
+
+def commit(directory: Path, step: int, size_B: int, crc: int) -> None:
+    """Make checkpoint ``step`` exist: write its commit record durably."""
+    record = {"format": FORMAT, "step": step, "data": data_name(step), "size_B": size_B, "crc32": crc}
+    write_durable(directory / commit_name(step), [json.dumps(record).encode()])
+
+
+def committed_steps(directory) -> list[int]:
+    """Steps with a commit record, oldest first (not verified)."""
+    out = []
+    for p in Path(directory).iterdir():
+        m = NAME.match(p.name)
+        if m and m.group(2) == "commit":
+            out.append(int(m.group(1)))
+    return sorted(out)
+
+
+def prune(directory: Path, keep: int) -> list[int]:
+    """Delete all but the newest ``keep`` committed checkpoints (commit record first)."""
+    steps = committed_steps(directory)
+    gone = steps[:-keep] if keep < len(steps) else []
+    for s in gone:
+        (directory / commit_name(s)).unlink(missing_ok=True)
+        (directory / data_name(s)).unlink(missing_ok=True)
+    if gone:
+        fsync_dir(directory)
+    return gone
+
+
+# --- loading -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Loaded:
+    """Result of :func:`load_latest`: the state, its step and file, and how long the read took."""
+
+    step: int
+    state: object
+    path: str
+    size_B: int
+    read_s: float
+    skipped: tuple = ()
+
+
+def read_checkpoint(directory, step: int):
+    """Read and verify checkpoint ``step``; raises :class:`CheckpointError` naming the bad file."""
+    d = Path(directory)
+    cpath, dpath = d / commit_name(step), d / data_name(step)
+    try:
+        record = json.loads(cpath.read_text())
+        size, crc = int(record["size_B"]), int(record["crc32"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(errno.EIO, f"{cpath}: unreadable commit record ({e})") from None
+    try:
+        actual = dpath.stat().st_size
+    except OSError:
+        raise CheckpointError(errno.ENOENT, f"{dpath}: data file missing (committed at step {step})") from None
+    if actual != size:
+        raise CheckpointError(errno.EIO, f"{dpath}: truncated or torn ({actual} B on disk, {size} B committed)")
+    buf = np.empty(size, dtype=np.uint8)
+    with open(dpath, "rb", buffering=0) as f:
+        got = f.readinto(memoryview(buf))
+    if got != size or zlib.crc32(memoryview(buf)) != crc:
+        raise CheckpointError(errno.EIO, f"{dpath}: checksum mismatch (corrupt)")
+    if bytes(buf[:8]) != MAGIC:
+        raise CheckpointError(errno.EIO, f"{dpath}: not a checkpoint file")
+    (n,) = struct.unpack("<Q", bytes(buf[8:16]))
+    header = json.loads(bytes(buf[16:16 + n]))
+    arrays = []
+    for s in header["arrays"]:
+        a = buf[s["offset"]:s["offset"] + s["nbytes"]].view(np.dtype(s["dtype"])).reshape(s["shape"])
+        arrays.append(_from_numpy(a, s))
+    return _decode(header["state"], arrays), str(dpath), size
+
+
+def load_latest(directory) -> Loaded:
+    """The newest committed checkpoint whose size and CRC-32 verify.
+
+    Newer files that are torn, corrupt or uncommitted are skipped with a
+    :class:`CheckpointWarning` naming each; if nothing valid exists,
+    :class:`CheckpointError` says what was found.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        raise CheckpointError(errno.ENOENT, f"no checkpoint directory {d}")
+    committed = committed_steps(d)
+    skipped = []
+    t0 = time.perf_counter()
+    for step in reversed(committed):
+        try:
+            state, path, size = read_checkpoint(d, step)
+        except CheckpointError as e:
+            skipped.append(str(e))
+            warnings.warn(f"skipping checkpoint: {e}", CheckpointWarning, stacklevel=2)
+            continue
+        newer = [p for p in sorted(d.glob("ckpt-*")) if _step_of(p) > step and not p.name.endswith(".commit")
+                 and _step_of(p) not in committed]
+        for p in newer:
+            skipped.append(f"{p}: uncommitted")
+            warnings.warn(f"skipping checkpoint: {p}: uncommitted (no commit record)", CheckpointWarning,
+                          stacklevel=2)
+        return Loaded(step=step, state=state, path=path, size_B=size, read_s=time.perf_counter() - t0,
+                      skipped=tuple(skipped))
+    files = sorted(p.name for p in d.glob("ckpt-*"))
+    raise CheckpointError(errno.ENOENT, f"no valid committed checkpoint in {d}"
+                          + (f" (found {', '.join(files)}; {'; '.join(skipped)})" if files else " (it is empty)"))
+
+
+def _step_of(p: Path) -> int:
+    m = re.match(r"^ckpt-(\d{9})\.", p.name)
+    return int(m.group(1)) if m else -1

@@ -1,0 +1,216 @@
+"""Checkpoint files under damage: torn, corrupt, uncommitted, a full disk, an unwritable
+directory, many crashes. Never a silent load of bad state; never the loss of the last good one."""
+import errno
+import os
+import subprocess
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mlsysim.lab import store
+from mlsysim.lab.engines import ConcurrentEngine, SyncEngine, make_engine
+from mlsysim.lab.store import CheckpointError, CheckpointWarning, load_latest
+from mlsysim.lab.train import LabConfig, Trainer
+
+ENGINES = ["sync", "concurrent"]
+
+
+def _state(step, n=1000):
+    return {"step": step, "lr": 0.1 * step, "w": np.full(n, step, dtype=np.float32),
+            "nested": {3: [np.arange(step + 1), (1.5, None, "x")]}}
+
+
+def _save(directory, steps, kind="sync", **kw):
+    with make_engine(kind, directory, **kw) as e:
+        for s in steps:
+            e.save(s, _state(s))
+
+
+def test_round_trip_keeps_every_type_exactly(tmp_path):
+    _save(tmp_path, [7])
+    got = load_latest(tmp_path)
+    assert got.step == 7 and got.state["lr"] == 0.1 * 7 and got.state["nested"][3][1] == (1.5, None, "x")
+    assert np.array_equal(got.state["w"], _state(7)["w"]) and got.state["w"].dtype == np.float32
+    assert got.size_B == os.path.getsize(tmp_path / store.data_name(7))
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_keeps_the_newest_k(tmp_path, kind):
+    _save(tmp_path, [1, 2, 3, 4], kind, keep=2)
+    assert store.committed_steps(tmp_path) == [3, 4]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [store.commit_name(3), store.data_name(3),
+                                                         store.commit_name(4), store.data_name(4)]
+
+
+def _damage(directory, how):
+    data = directory / store.data_name(2)
+    if how == "truncate":
+        with open(data, "r+b") as f:
+            f.truncate(data.stat().st_size - 100)
+    elif how == "flip":
+        with open(data, "r+b") as f:
+            f.seek(data.stat().st_size - 10)
+            b = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([b[0] ^ 0x01]))
+    elif how == "no-commit":
+        (directory / store.commit_name(2)).unlink()
+    elif how == "torn-record":
+        (directory / store.commit_name(2)).write_text('{"step": 2, "size_')
+    return data if how != "torn-record" else directory / store.commit_name(2)
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip", "no-commit", "torn-record"])
+def test_damaged_newest_is_skipped_with_a_warning_naming_it(tmp_path, how):
+    _save(tmp_path, [1, 2], keep=3)
+    bad = _damage(tmp_path, how)
+    with pytest.warns(CheckpointWarning, match=bad.name):
+        got = load_latest(tmp_path)
+    assert got.step == 1 and np.array_equal(got.state["w"], _state(1)["w"])
+
+
+def test_nothing_valid_is_a_clear_error(tmp_path):
+    _save(tmp_path, [2], keep=1)
+    _damage(tmp_path, "flip")
+    with pytest.warns(CheckpointWarning), pytest.raises(CheckpointError, match="no valid committed checkpoint"):
+        load_latest(tmp_path)
+    (tmp_path / "new").mkdir()
+    with pytest.raises(CheckpointError, match="empty"):
+        load_latest(tmp_path / "new")
+
+
+def test_unwritable_directory_is_a_clear_error(tmp_path):
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    for kind in ENGINES:
+        with pytest.raises(CheckpointError, match="not writable"):
+            make_engine(kind, f / "ckpt")
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_full_disk_keeps_the_last_good_checkpoint(tmp_path, kind):
+    """A real ENOSPC from the kernel: the next data file is a link to /dev/full."""
+    e = make_engine(kind, tmp_path, keep=1)
+    e.save(1, _state(1))
+    e.wait()
+    os.symlink("/dev/full", tmp_path / (store.data_name(2) + ".tmp"))
+    with pytest.raises(CheckpointError, match="no space left") as info:
+        e.save(2, _state(2))
+        e.wait()
+    assert info.value.errno == errno.ENOSPC
+    e.abort()
+    assert load_latest(tmp_path).step == 1
+    assert not (tmp_path / (store.data_name(2) + ".tmp")).exists()
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir()
+    try:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                           capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_small_filesystem_fills_up(tmp_path, kind):
+    """A 1 MiB tmpfs: two 0.4 MB checkpoints fit, the third does not."""
+    mnt = tmp_path / "small"
+    if not _mount_tmpfs(mnt, "1m"):
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        e = make_engine(kind, mnt, keep=2)
+        e.save(1, _state(1, n=100_000))
+        e.save(2, _state(2, n=100_000))
+        e.wait()
+        with pytest.raises(CheckpointError, match="no space left"):
+            e.save(3, _state(3, n=100_000))
+            e.wait()
+        e.abort()
+        assert store.committed_steps(mnt) == [1, 2]
+        assert load_latest(mnt).step == 2
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_writer_error_reaches_the_training_thread(tmp_path):
+    e = ConcurrentEngine(tmp_path, buffers=1)
+    os.symlink("/dev/full", tmp_path / (store.data_name(1) + ".tmp"))
+    e.save(1, _state(1))  # returns once copied; the writer fails later
+    with pytest.raises(CheckpointError):
+        e.save(2, _state(2))
+    e.abort()
+
+
+def test_resumed_trainer_continues_exactly(tmp_path):
+    t = Trainer(LabConfig(width=16, steps=30, batch=8))
+    with SyncEngine(tmp_path) as e:
+        for _ in range(10):
+            t.step()
+        e.save(t.step_count, t.state())
+    expected = [t.step() for _ in range(20)]   # crosses an epoch: reshuffle comes from the saved generator
+    back = Trainer.from_state(load_latest(tmp_path).state)
+    assert [back.step() for _ in range(20)] == expected
+
+
+def test_torch_state_dicts(tmp_path):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "half": torch.ones(3, dtype=torch.bfloat16),
+             "rng": torch.get_rng_state()}
+    for kind in ENGINES:
+        with make_engine(kind, tmp_path / kind) as e:
+            e.save(1, state)
+        got = load_latest(tmp_path / kind).state
+        for k, v in model.state_dict().items():
+            assert torch.equal(got["model"][k], v)
+        assert got["optimizer"]["param_groups"] == opt.state_dict()["param_groups"]
+        assert torch.equal(got["optimizer"]["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"])
+        assert got["half"].dtype == torch.bfloat16 and torch.equal(got["half"], state["half"])
+        model2 = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        model2.load_state_dict(got["model"])
+
+
+class Crash(BaseException):
+    """Stands for a SIGKILL inside the engine: nothing cleans up after it."""
+
+
+@settings(max_examples=25, deadline=None)
+@given(kind=st.sampled_from(ENGINES), keep=st.integers(1, 3),
+       ops=st.lists(st.one_of(st.just(None), st.sampled_from(["snapshot", "persist", "commit"])), min_size=1,
+                    max_size=8))
+def test_any_sequence_of_saves_and_crashes_leaves_the_newest_commit_loadable(tmp_path_factory, kind, keep, ops):
+    d = tmp_path_factory.mktemp("seq")
+    committed = []
+    engine = None
+    for step, crash_at in enumerate(ops, start=1):
+        def hook(point, s, crash_at=crash_at, step=step):
+            if point == crash_at and s == step:
+                raise Crash
+        engine = engine or make_engine(kind, d, keep=keep, hook=hook, on_commit=committed.append)
+        engine._hook = hook
+        try:
+            engine.save(step, _state(step, n=50))
+            engine.wait()
+        except Crash:
+            engine.abort()
+            engine = None        # the process died: a new one opens the directory
+    if engine is not None:
+        engine.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CheckpointWarning)
+        if committed:
+            got = load_latest(d)
+            assert got.step == max(committed)
+            assert np.array_equal(got.state["w"], _state(got.step, n=50)["w"])
+        else:
+            with pytest.raises(CheckpointError):
+                load_latest(d)
