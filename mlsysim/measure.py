@@ -56,6 +56,17 @@ def this_machine(n: int = 2048, size_B: float = 256e6) -> Hardware:
                     source="measured with NumPy by mlsysim.measure", date=time.strftime("%Y-%m-%d"))
 
 
+def drop_page_cache(path) -> None:
+    """Ask the kernel to drop ``path``'s pages from the page cache (Linux ``posix_fadvise``), so
+    that the next read comes from the device; a no-op where the call does not exist."""
+    if hasattr(os, "posix_fadvise"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 @dataclass(frozen=True)
 class DiskBandwidth:
     """Result of :func:`disk_bandwidth`: bytes per second to write (with fsync) and to read back."""
@@ -95,18 +106,10 @@ def disk_bandwidth(size_B: float = 128e6, directory: str | None = None, repeats:
                 for k in state:
                     z[k]
 
-        def drop_cache():
-            if hasattr(os, "posix_fadvise"):
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
-
         write_s = _best(save, repeats)
         read_s = float("inf")
         for _ in range(repeats):
-            drop_cache()
+            drop_page_cache(path)
             read_s = min(read_s, _best(load, 1))
     return DiskBandwidth(write_Bps=total / write_s, read_Bps=total / read_s, size_B=total,
                          write_s=write_s, read_s=read_s)

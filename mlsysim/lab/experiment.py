@@ -15,6 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from ..measure import drop_page_cache
 from ..tables import Record
 from ..units import fmt
 from . import store
@@ -38,15 +39,6 @@ def step_time_s(cfg: LabConfig, steps: int = 5) -> float:
         t.step()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
-
-
-def _drop_cache(path) -> None:
-    if hasattr(os, "posix_fadvise"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -158,7 +150,7 @@ def _run(engine, cfg, steps, every, directory, machine, step_s, buffers, keep, v
     eng.close()
     tail = {trainer.step_count + 1: trainer.step()} if verify else {}
     newest = records[-1]
-    _drop_cache(os.path.join(str(eng.directory), store.data_name(newest.step)))
+    drop_page_cache(os.path.join(str(eng.directory), store.data_name(newest.step)))
     loaded = store.load_latest(eng.directory)
     resumed = None
     if verify:
