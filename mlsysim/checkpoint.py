@@ -57,7 +57,8 @@ import numpy as np
 
 from .tables import Record
 from .collectives import broadcast_time
-from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, check_positive
+from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, check_positive, \
+    fractional_counts
 from .optimizers import training_state
 from .registry import cluster as _cluster, model as _model
 from .reliability import RESTART_S, cluster_mtbf_h, daly_interval_s, ettr, young_interval_s, _nodes, _num
@@ -287,7 +288,8 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     persist_every : in-memory: persist to storage every k-th checkpoint (default: as often
         as the storage keeps up).
     host_fraction : share of host memory the checkpoint buffers may use.
-    nodes : node count (scalar or array), replacing the cluster's.
+    nodes : node count (scalar or array), replacing the cluster's. A fractional entry of an
+        array ``dp`` or ``nodes`` is NaN with ``feasible`` False.
     node_failures_per_day : a measured per-node failure rate replacing the component model.
 
     An interval shorter than the persist (async) or the peer copy (in-memory), host memory
@@ -322,6 +324,9 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
             check_positive(k, v)
     if persist_every is not None:
         check_integer("persist_every", persist_every)
+    fractional = fractional_counts(dp=dp, nodes=nodes)   # an array: NaN at its fractional entries
+    if fractional:   # keep the arithmetic of those entries valid; they are masked below
+        dp, nodes = (None if x is None else np.ceil(_num(x)) for x in (dp, nodes))
     host = c.accelerator.host_link_Bps
     if host is None:
         raise InfeasibleError(f"{c.accelerator.name} has no host link in the registry: the GPU -> host "
@@ -337,7 +342,6 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     if dp is None:
         dp_ = gpus / mp
     else:
-        check_integer("dp", dp)
         dp_ = _num(dp)
     sharded = (ms_ + o if zero_stage >= 1 else 0.0) + (w if zero_stage == 3 else 0.0)
     replicated = w + ms_ + o - sharded
@@ -397,7 +401,7 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
                   interval_s=tau)
     scalar = all(type(x) is float for x in (tau, n_nodes, dp_, mtbf))
     whole = (dp_ == round(dp_)) if scalar else (np.abs(dp_ - np.round(dp_)) <= 1e-9)
-    checks = [
+    checks = [(mask, lambda why=why: why) for mask, why in fractional] + [
         (dp_ * mp != gpus if scalar else np.abs(dp_ * mp - gpus) > 1e-6 * gpus,
          lambda: f"tp x pp x dp = {tp} x {pp} x {_show(dp_)} must equal the {_show(gpus)} GPUs of the cluster"),
         (not whole if scalar else ~whole,

@@ -77,7 +77,7 @@ from .collectives import all_gather_time, all_to_all_time, hierarchical_allreduc
     reduce_scatter_time
 from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, tile_time
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, \
-    check_positive
+    check_positive, fractional_counts
 from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_param, memory_core, ops,
                      raise_or_mask, record, recompute_code, structure_violations)
 from .optimizers import _optimizer
@@ -483,7 +483,8 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     Every numeric argument may be an array. A scalar configuration that breaks a rule (TP
     across nodes, TP not dividing the heads, PP deeper than the layers, micro-batches that do
     not divide the batch, degrees whose product is not the GPU count) or does not fit in
-    memory raises a :class:`~mlsysim.errors.MlsysimError`; arrays give NaN and ``feasible``.
+    memory raises a :class:`~mlsysim.errors.MlsysimError`; arrays give NaN and ``feasible`` False
+    there, and at fractional entries of a count (a fractional scalar count raises).
 
     >>> import mlsysim as ms
     >>> c = ms.cluster("dgx-a100", nodes=8)
@@ -493,20 +494,9 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     (13.8, 0.513)
     """
     m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap)
-    check_integer("global_batch", global_batch)
-    check_integer("seq_len", seq_len)
+    fractional = fractional_counts(global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
+                                   micro_batch=micro_batch, microbatches=microbatches, interleave=interleave)
     check_integer("zero_stage", zero_stage, minimum=0)
-    check_integer("tp", tp)
-    check_integer("pp", pp)
-    check_integer("cp", cp)
-    check_integer("ep", ep)
-    check_integer("interleave", interleave)
-    if dp is not None:
-        check_integer("dp", dp)
-    if micro_batch is not None:
-        check_integer("micro_batch", micro_batch)
-    if microbatches is not None:
-        check_integer("microbatches", microbatches)
     if microbatches is not None and micro_batch is not None:
         raise MlsysimError("give microbatches or micro_batch, not both")
     rc = recompute_code(recompute)
@@ -519,15 +509,18 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     sp, ov, tov = [_num(x) for x in (sequence_parallel, overlap, tp_overlap)]
     eta = None if efficiency is None else _num(efficiency)
     scalar = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, 0.0 if eta is None else eta, ov, tov) is _SCALAR
-    bad, reason = raise_or_mask(bad_layout[:2] + structure_violations(m, tp, pp, cp, ep, dp, v, s)
+    bad, reason = raise_or_mask(fractional + bad_layout[:2] + structure_violations(m, tp, pp, cp, ep, dp, v, s)
                                 + bad_layout[2:], scalar,
                                 lambda: f"tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, micro_batch {b}, "
                                         f"microbatches {M}, interleave {v}")
+    run = gb, s, pp, cp, ep, v   # the degrees computed with; the record keeps those given
     if not scalar:  # keep the arithmetic valid where the layout is impossible; masked below
         dp, b, M = (np.where(bad, 1, x) for x in np.broadcast_arrays(dp, b, M))
         tp = np.where(bad, 1, tp)
-    r = step_core(m, c, per_param, precision, gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp,
-                  attention == "eager", eta, ov, tov, causal)
+        if np.any(bad):   # e.g. ep > dp·cp or a fractional degree: one GPU's worth instead
+            run = tuple(np.where(bad, 1, x) for x in run)
+    r = step_core(m, c, per_param, precision, run[0], run[1], tp, run[2], dp, run[3], run[4], b, M, run[5], zero,
+                  rc, sp, attention == "eager", eta, ov, tov, causal)
     mem = r.pop("memory")
     fits = mem["total_B"] <= c.accelerator.memory_B
     if scalar:
