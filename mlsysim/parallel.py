@@ -76,7 +76,7 @@ import numpy as np
 from .collectives import all_gather_time, all_to_all_time, hierarchical_allreduce_time, p2p_time, \
     reduce_scatter_time
 from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, tile_time
-from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, \
+from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_count, check_fraction, check_integer, \
     check_positive, fractional_counts
 from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_param, memory_core, ops,
                      raise_or_mask, record, recompute_code, structure_violations)
@@ -609,7 +609,8 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     divisors of the expert count for a MoE), recomputation none and full (and selective for
     eager attention; with FlashAttention it equals none). Each may be given as a sequence. The
     whole grid is one broadcast evaluation of the step model of :func:`train_step`.
-    Excluded candidates are counted under the first rule they break.
+    Excluded candidates are counted under the first rule they break (a fractional candidate in
+    a sequence, under "… must be a whole number"; a single fractional value raises).
 
     >>> import mlsysim as ms
     >>> s = ms.best_parallelism("llama-3-70b", ms.cluster("dgx-h100", nodes=128), 1024, 4096)
@@ -628,20 +629,27 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
                  ep=pick(ep, _divisors(m.experts) if m.is_moe else (1,)),
                  b=pick(micro_batch, _divisors(global_batch)), v=interleave, zero=zero_stage,
                  rc=[recompute_code(r) for r in ([recompute] if isinstance(recompute, str) else recompute)])
-    names = dict(b="micro_batch", v="interleave", zero="zero_stage")
+    names, fractional = dict(b="micro_batch", v="interleave", zero="zero_stage"), []
     for k, vals in cands.items():
-        if isinstance(vals, (str, bytes)) or np.ndim(vals) == 0:   # one value: a single candidate
+        one = isinstance(vals, (str, bytes)) or np.ndim(vals) == 0
+        if one:   # one value: a single candidate, refused if it is not a whole number
             cands[k] = vals = [vals]
         if len(vals) == 0:
             raise MlsysimError(f"no candidates given for {names.get(k, k)}")
         if k != "rc":
-            check_integer(names.get(k, k), vals, minimum=0 if k == "zero" else 1)
-    grids = np.meshgrid(*(np.asarray(v, dtype=np.int64) for v in cands.values()), indexing="ij")
-    tp_, pp_, cp_, ep_, b_, v_, z_, rc_ = (a.ravel() for a in grids)
+            low = 0 if k == "zero" else 1
+            if one:
+                check_integer(names.get(k, k), vals, minimum=low)
+            elif check_count(names.get(k, k), vals, minimum=low) is not None:
+                fractional.append(k)   # a list with fractional candidates: those are excluded below
+    grids = np.meshgrid(*(np.asarray(v, dtype=float if fractional else np.int64) for v in cands.values()),
+                        indexing="ij")
+    tp_, pp_, cp_, ep_, b_, v_, z_, rc_ = flat = [a.ravel() for a in grids]
     total = tp_.size
     dp_ = n // (tp_ * pp_ * cp_)
     M_ = global_batch // np.maximum(dp_ * b_, 1)
-    rules = [(tp_ * pp_ * cp_ * dp_ != n, "tp × pp × cp does not divide the GPU count"),
+    rules = [(flat[list(cands).index(k)] % 1 != 0, f"{names.get(k, k)} must be a whole number") for k in fractional]
+    rules += [(tp_ * pp_ * cp_ * dp_ != n, "tp × pp × cp does not divide the GPU count"),
              (tp_ > g, "tensor parallelism across nodes"), (g % tp_ != 0, "tp does not divide the GPUs per node"),
              (dp_ * b_ * M_ != global_batch, "dp × micro-batch does not divide the global batch")]
     rules += structure_violations(m, tp_, pp_, cp_, ep_, dp_, v_, seq_len)

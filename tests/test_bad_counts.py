@@ -273,6 +273,15 @@ def test_a_fractional_count_is_masked_across_a_broadcast_grid():
     assert r.step_s[2, 1] == pytest.approx(ms.train_step(**{**STEP, "micro_batch": 2}).step_s, rel=1e-12)
 
 
+def test_a_fractional_candidate_of_the_layout_search_is_excluded_under_its_own_rule():
+    base = SOLVERS["best_parallelism"][0]
+    whole = ms.best_parallelism(**base, micro_batch=(1, 2, 4))
+    mixed = ms.best_parallelism(**base, micro_batch=(1, 1.5, 2, 4))
+    assert mixed.excluded.pop("micro_batch must be a whole number") == mixed.evaluated // 4
+    assert mixed.excluded == whole.excluded and str(mixed.ranking) == str(whole.ranking)
+    assert mixed.best.step_s == whole.best.step_s
+
+
 @pytest.mark.parametrize("fn, arg, good, kw", PLAIN, ids=[f"{v[0].__name__}-{v[1]}" for v in PLAIN])
 def test_a_fractional_entry_of_a_plain_sweep_is_nan(fn, arg, good, kw):
     y = np.asarray(fn(**{**kw, arg: np.array([good, good + 0.5])}), dtype=float)
