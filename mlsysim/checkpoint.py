@@ -276,7 +276,8 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     interval_s : compute time between checkpoints (scalar or array); default: Daly's optimum
         for this strategy's stall, or the shortest feasible interval if that is longer.
     strategy : "sync", "async" or "in-memory" (see the module docstring).
-    tp, pp, dp : tensor, pipeline and data parallel degrees; dp defaults to GPUs / (tp·pp).
+    tp, pp, dp : tensor, pipeline and data parallel degrees (scalars or arrays); dp defaults to
+        GPUs / (tp·pp).
     zero_stage : 0 replicates everything over DP; 1 and 2 shard master weights and optimizer
         states; 3 also the weights.
     master_weights : False for recipes without an fp32 master copy (e.g. fairseq's
@@ -289,7 +290,7 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
         as the storage keeps up).
     host_fraction : share of host memory the checkpoint buffers may use.
     nodes : node count (scalar or array), replacing the cluster's. A fractional entry of an
-        array ``dp`` or ``nodes`` is NaN with ``feasible`` False.
+        array ``tp``, ``pp``, ``dp`` or ``nodes`` is NaN with ``feasible`` False.
     node_failures_per_day : a measured per-node failure rate replacing the component model.
 
     An interval shorter than the persist (async) or the peer copy (in-memory), host memory
@@ -309,9 +310,6 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     if not tier.durable:
         raise InfeasibleError(f"storage {tier.name!r} is not durable: a checkpoint there is lost with its node; "
                               f"write to a shared tier (lustre, tectonic) or an object store (s3)")
-    for k_, v in (("tp", tp), ("pp", pp)):
-        if type(v) is not int or v < 1:
-            check_integer(k_, v)
     check_integer("zero_stage", zero_stage, minimum=0)
     if zero_stage not in (0, 1, 2, 3):
         raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
@@ -324,9 +322,9 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
             check_positive(k, v)
     if persist_every is not None:
         check_integer("persist_every", persist_every)
-    fractional = fractional_counts(dp=dp, nodes=nodes)   # an array: NaN at its fractional entries
+    fractional = fractional_counts(tp=tp, pp=pp, dp=dp, nodes=nodes)   # an array: NaN at its fractional entries
     if fractional:   # keep the arithmetic of those entries valid; they are masked below
-        dp, nodes = (None if x is None else np.ceil(_num(x)) for x in (dp, nodes))
+        tp, pp, dp, nodes = (None if x is None else np.ceil(_num(x)) for x in (tp, pp, dp, nodes))
     host = c.accelerator.host_link_Bps
     if host is None:
         raise InfeasibleError(f"{c.accelerator.name} has no host link in the registry: the GPU -> host "
@@ -338,7 +336,7 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     gpn = c.node.accelerators
     n_nodes = _nodes(c, nodes)
     gpus = n_nodes * gpn
-    mp = float(tp * pp)
+    mp = _num(tp * pp)
     if dp is None:
         dp_ = gpus / mp
     else:
@@ -349,7 +347,7 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     size = w + ms_ + o + extras
     own = sharded / (mp * dp_) + EXTRAS_PER_RANK_B
     rank_B = replicated / mp + own
-    node_B = min(gpn, mp) * replicated / mp + gpn * own
+    node_B = (min(gpn, mp) if type(mp) is float else np.minimum(gpn, mp)) * replicated / mp + gpn * own
     per_gpu_Bps = c.scaleout_Bps_per_accelerator
     node_nic_Bps = per_gpu_Bps * gpn
 

@@ -216,6 +216,8 @@ VECTOR = [  # (function, count input, a valid whole value, output read, keyword 
     (ms.training_memory, "cp", 1, "total_B", dict(m="llama-3-8b"), 2),
     (ms.training_memory, "interleave", 1, "total_B", dict(m="llama-3-8b", pp=2)),
     (ms.training_memory, "microbatches", 1, "total_B", dict(m="llama-3-8b", pp=4)),
+    (ms.checkpoint, "tp", 4, "write_s", dict(model="llama-3-8b", cluster=C), 8),
+    (ms.checkpoint, "pp", 1, "goodput", dict(model="llama-3-8b", cluster=C, tp=8), 2),
     (ms.checkpoint, "dp", 16, "write_s", dict(model="llama-3-8b", cluster=C, tp=8), 16),
     (ms.checkpoint, "nodes", 16, "write_s", dict(model="llama-3-8b", cluster=C, tp=8)),
     (ms.reasoning_service, "steps", 2, "e2e_s", REASONING),
