@@ -77,7 +77,7 @@ from .collectives import all_gather_time, all_to_all_time, hierarchical_allreduc
     reduce_scatter_time
 from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, tile_time
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_count, check_fraction, check_integer, \
-    check_positive, fractional_counts
+    check_positive, check_single_count, fractional_counts
 from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_param, memory_core, ops,
                      raise_or_mask, record, recompute_code, structure_violations)
 from .optimizers import _optimizer
@@ -618,9 +618,9 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     (11616, 1112, 1024)
     """
     m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap)
-    check_integer("global_batch", global_batch)
-    check_integer("seq_len", seq_len)
-    check_integer("top", top)
+    for name, value in (("global_batch", global_batch), ("seq_len", seq_len)):
+        check_single_count(name, value, why=": one search per batch and sequence length")
+    check_single_count("top", top)
     n, g = c.accelerators, c.accelerators_per_node
     if recompute is None:
         recompute = RECOMPUTE if attention == "eager" else ("none", "full")

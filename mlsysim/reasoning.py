@@ -39,7 +39,7 @@ import numpy as np
 
 from .tables import Record
 from .economics import cloud_offer
-from .errors import InfeasibleError, MlsysimError, check_count, check_fraction, check_integer, check_positive
+from .errors import InfeasibleError, MlsysimError, check_count, check_fraction, check_positive, check_single_count
 from .registry import hardware as _hardware, model as _model
 from .serving import _valid_tp, generate, max_batch, min_tp, prefill
 from .units import fmt
@@ -186,11 +186,12 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
     qps_ = float(qps) if np.ndim(qps) == 0 else np.asarray(qps, dtype=float)
     if batch is not None:
         batch = counts["batch"][0] if whole is None else np.ceil(counts["batch"][0])
+    check_single_count("max_tp", max_tp, why=": the search tries every tensor-parallel degree up to it")
     if tp is None:
         first = min_tp(m, hw, context_tokens=float(np.min(context)), batch=1, precision=precision, max_tp=max_tp)
         tps = [t for t in range(first, int(max_tp) + 1) if _valid_tp(m, t)]
     else:
-        check_integer("tp", tp)
+        check_single_count("tp", tp, why=": one call per tensor-parallel degree, or tp=None to search")
         tps = [int(tp)]
     shape = np.broadcast_shapes(*(np.shape(v) for v in (k, tau, p, a, qps_, rate, batch)))
     values.update(qps=qps_, usd_per_gpu_hour=rate)

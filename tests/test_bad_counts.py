@@ -275,6 +275,14 @@ def test_a_fractional_count_is_masked_across_a_broadcast_grid():
     assert r.step_s[2, 1] == pytest.approx(ms.train_step(**{**STEP, "micro_batch": 2}).step_s, rel=1e-12)
 
 
+@pytest.mark.parametrize("name, arg", [("best_parallelism", "global_batch"), ("best_parallelism", "seq_len"),
+                                       ("best_parallelism", "top"), ("reasoning_service", "tp"),
+                                       ("reasoning_service", "max_tp")])
+def test_a_search_refuses_an_array_where_it_takes_one_number(name, arg):
+    with pytest.raises(ValueError, match=f"{arg} must be a single whole number"):
+        _call(name, arg, np.array([4, 8]))
+
+
 def test_a_fractional_candidate_of_the_layout_search_is_excluded_under_its_own_rule():
     base = SOLVERS["best_parallelism"][0]
     whole = ms.best_parallelism(**base, micro_batch=(1, 2, 4))
