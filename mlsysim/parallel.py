@@ -273,7 +273,8 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     grad_B = per_param[1]
     ar = _hier(mem["psi_dense"] * grad_B, dp * cp, tp, g, up, out, lat)
     if m.is_moe:
-        ar = ar + _hier(mem["psi_experts"] * grad_B, dp * cp // ep, tp * cp * ep, g, up, out, lat)
+        # (at least one replica: where ep > dp·cp, an entry a sweep masks, the arithmetic stays valid)
+        ar = ar + _hier(mem["psi_experts"] * grad_B, xp.maximum(dp * cp // ep, 1), tp * cp * ep, g, up, out, lat)
     rs = ag = ar / 2
     w_bwd = compute * (2 + full) / (3 + full) * overlap
     w_fwd = compute / (3 + full) * overlap
@@ -513,14 +514,11 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
                                 + bad_layout[2:], scalar,
                                 lambda: f"tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, micro_batch {b}, "
                                         f"microbatches {M}, interleave {v}")
-    run = gb, s, pp, cp, ep, v   # the degrees computed with; the record keeps those given
     if not scalar:  # keep the arithmetic valid where the layout is impossible; masked below
         dp, b, M = (np.where(bad, 1, x) for x in np.broadcast_arrays(dp, b, M))
         tp = np.where(bad, 1, tp)
-        if np.any(bad):   # e.g. ep > dp·cp or a fractional degree: one GPU's worth instead
-            run = tuple(np.where(bad, 1, x) for x in run)
-    r = step_core(m, c, per_param, precision, run[0], run[1], tp, run[2], dp, run[3], run[4], b, M, run[5], zero,
-                  rc, sp, attention == "eager", eta, ov, tov, causal)
+    r = step_core(m, c, per_param, precision, gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp,
+                  attention == "eager", eta, ov, tov, causal)
     mem = r.pop("memory")
     fits = mem["total_B"] <= c.accelerator.memory_B
     if scalar:

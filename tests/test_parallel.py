@@ -146,6 +146,8 @@ def test_an_expert_degree_beyond_the_data_parallel_ranks_is_masked_in_a_sweep():
     r = ms.train_step("mixtral-8x7b", c, ep=np.array([2, 128]), **kw)   # 128 > dp = 64: no expert group
     assert list(r.feasible) == [True, False] and np.isnan(r.step_s[1]) and "dp × cp" in r.reason
     assert r.step_s[0] == pytest.approx(ms.train_step("mixtral-8x7b", c, ep=2, **kw).step_s, rel=1e-12)
+    r = ms.train_step("mixtral-8x7b", c, ep=8, dp=np.array([64, 4]), **kw)    # 4 × 2 × 4 GPUs ≠ 512
+    assert list(r.feasible) == [True, False] and np.isnan(r.step_s[1])
 
 
 @pytest.mark.parametrize("kw,match", [
