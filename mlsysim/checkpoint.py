@@ -57,7 +57,8 @@ import numpy as np
 
 from .tables import Record
 from .collectives import broadcast_time
-from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, check_positive
+from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, check_positive, \
+    fractional_counts
 from .optimizers import training_state
 from .registry import cluster as _cluster, model as _model
 from .reliability import RESTART_S, cluster_mtbf_h, daly_interval_s, ettr, young_interval_s, _nodes, _num
@@ -275,7 +276,8 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     interval_s : compute time between checkpoints (scalar or array); default: Daly's optimum
         for this strategy's stall, or the shortest feasible interval if that is longer.
     strategy : "sync", "async" or "in-memory" (see the module docstring).
-    tp, pp, dp : tensor, pipeline and data parallel degrees; dp defaults to GPUs / (tp·pp).
+    tp, pp, dp : tensor, pipeline and data parallel degrees (scalars or arrays); dp defaults to
+        GPUs / (tp·pp).
     zero_stage : 0 replicates everything over DP; 1 and 2 shard master weights and optimizer
         states; 3 also the weights.
     master_weights : False for recipes without an fp32 master copy (e.g. fairseq's
@@ -287,7 +289,8 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     persist_every : in-memory: persist to storage every k-th checkpoint (default: as often
         as the storage keeps up).
     host_fraction : share of host memory the checkpoint buffers may use.
-    nodes : node count (scalar or array), replacing the cluster's.
+    nodes : node count (scalar or array), replacing the cluster's. A fractional entry of an
+        array ``tp``, ``pp``, ``dp`` or ``nodes`` is NaN with ``feasible`` False.
     node_failures_per_day : a measured per-node failure rate replacing the component model.
 
     An interval shorter than the persist (async) or the peer copy (in-memory), host memory
@@ -307,9 +310,6 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     if not tier.durable:
         raise InfeasibleError(f"storage {tier.name!r} is not durable: a checkpoint there is lost with its node; "
                               f"write to a shared tier (lustre, tectonic) or an object store (s3)")
-    for k_, v in (("tp", tp), ("pp", pp)):
-        if type(v) is not int or v < 1:
-            check_integer(k_, v)
     check_integer("zero_stage", zero_stage, minimum=0)
     if zero_stage not in (0, 1, 2, 3):
         raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
@@ -322,6 +322,9 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
             check_positive(k, v)
     if persist_every is not None:
         check_integer("persist_every", persist_every)
+    fractional = fractional_counts(tp=tp, pp=pp, dp=dp, nodes=nodes)   # an array: NaN at its fractional entries
+    if fractional:   # keep the arithmetic of those entries valid; they are masked below
+        tp, pp, dp, nodes = (None if x is None else np.ceil(_num(x)) for x in (tp, pp, dp, nodes))
     host = c.accelerator.host_link_Bps
     if host is None:
         raise InfeasibleError(f"{c.accelerator.name} has no host link in the registry: the GPU -> host "
@@ -333,11 +336,10 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     gpn = c.node.accelerators
     n_nodes = _nodes(c, nodes)
     gpus = n_nodes * gpn
-    mp = float(tp * pp)
+    mp = _num(tp * pp)
     if dp is None:
         dp_ = gpus / mp
     else:
-        check_integer("dp", dp)
         dp_ = _num(dp)
     sharded = (ms_ + o if zero_stage >= 1 else 0.0) + (w if zero_stage == 3 else 0.0)
     replicated = w + ms_ + o - sharded
@@ -345,7 +347,7 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     size = w + ms_ + o + extras
     own = sharded / (mp * dp_) + EXTRAS_PER_RANK_B
     rank_B = replicated / mp + own
-    node_B = min(gpn, mp) * replicated / mp + gpn * own
+    node_B = (min(gpn, mp) if type(mp) is float else np.minimum(gpn, mp)) * replicated / mp + gpn * own
     per_gpu_Bps = c.scaleout_Bps_per_accelerator
     node_nic_Bps = per_gpu_Bps * gpn
 
@@ -397,7 +399,7 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
                   interval_s=tau)
     scalar = all(type(x) is float for x in (tau, n_nodes, dp_, mtbf))
     whole = (dp_ == round(dp_)) if scalar else (np.abs(dp_ - np.round(dp_)) <= 1e-9)
-    checks = [
+    checks = [(mask, lambda why=why: why) for mask, why in fractional] + [
         (dp_ * mp != gpus if scalar else np.abs(dp_ * mp - gpus) > 1e-6 * gpus,
          lambda: f"tp x pp x dp = {tp} x {pp} x {_show(dp_)} must equal the {_show(gpus)} GPUs of the cluster"),
         (not whole if scalar else ~whole,

@@ -139,6 +139,32 @@ def check_count(name: str, value, *, minimum: int = 1):
     return whole
 
 
+def check_single_count(name: str, value, *, minimum: int = 1, why: str = "") -> None:
+    """Raise unless ``value`` is one whole number ≥ ``minimum``: an input that a search loops
+    over or that sizes the candidates takes no array (``why`` says what to do instead)."""
+    if type(value) is int and value >= minimum:  # fast path
+        return
+    if not isinstance(value, (str, bytes)) and np.ndim(value) != 0:
+        raise MlsysimError(f"{name} must be a single whole number, not an array{why}")
+    check_integer(name, value, minimum=minimum)
+
+
+def fractional_counts(minimum: int = 1, **counts) -> list[tuple[object, str]]:
+    """Validate each count ``name=value`` with :func:`check_count` (None values are skipped) and
+    return (mask, reason) pairs, mask True at the fractional entries of an array count, for a
+    sweep to report as infeasible. Empty when every entry is whole (always, for scalars: a
+    fractional scalar raises).
+    """
+    out = []
+    for name, value in counts.items():
+        if value is None or type(value) is int and value >= minimum:   # the scalar fast path
+            continue
+        whole = check_count(name, value, minimum=minimum)
+        if whole is not None:
+            out.append((~whole, f"{name} must be a whole number"))
+    return out
+
+
 def _show(value, minimum=None) -> str:
     if isinstance(value, (bool, np.bool_, str, bytes)):
         return repr(value)

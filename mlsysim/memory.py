@@ -66,7 +66,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from .tables import Record
-from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_integer, check_positive
+from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_count, check_integer, check_positive, \
+    fractional_counts
 from .optimizers import _optimizer, training_state
 from .registry import hardware as _hardware, model as _model
 from .units import bytes_per, fmt
@@ -132,11 +133,12 @@ def model_states_B(params, zero_stage: int = 0, dp: int = 1, optimizer: str = "a
                    precision: str = "bf16"):
     """Per-GPU bytes of weights + gradients + master copy + optimizer states of ``params``
     parameters (a count, a model record or name) replicated over ``dp`` ranks (ZeRO §3).
+    ``dp`` may be an array: NaN at its fractional entries.
 
     >>> round(model_states_B(7.5e9) / 1e9), round(model_states_B(7.5e9, 3, 64) / 1e9, 3)
     (120, 1.875)
     """
-    check_integer("dp", dp)
+    whole = check_count("dp", dp)                # an array: NaN at its fractional entries
     check_integer("zero_stage", zero_stage, minimum=0)
     if zero_stage not in ZERO_STAGES:
         raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
@@ -146,8 +148,9 @@ def model_states_B(params, zero_stage: int = 0, dp: int = 1, optimizer: str = "a
         m = _Params(float(m))
     check_positive("params", m.params)
     w, g, ms_, o = bytes_per_param(m, optimizer, precision)
-    f = [1.0 if zero_stage < k else 1.0 / dp for k in (1, 2, 3)]
-    return (w * f[2] + g * f[1] + (ms_ + o) * f[0]) * m.params
+    f = [1.0 if zero_stage < k else 1.0 / _num(dp) for k in (1, 2, 3)]
+    out = (w * f[2] + g * f[1] + (ms_ + o) * f[0]) * m.params
+    return out if whole is None else np.where(whole, out, np.nan)
 
 
 # --- the broadcastable core ------------------------------------------------
@@ -369,7 +372,8 @@ def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_st
     hardware : a device name or record: ``feasible`` compares ``total_B`` with its memory.
 
     A scalar configuration that does not fit raises
-    :class:`~mlsysim.errors.InfeasibleError`; array inputs broadcast and give NaN there.
+    :class:`~mlsysim.errors.InfeasibleError`; array inputs broadcast and give NaN there, and at
+    fractional entries of a count (``feasible`` False; a fractional scalar count raises).
 
     >>> import mlsysim as ms
     >>> r = ms.training_memory("gpt-3", tp=8, pp=8, micro_batch=1, seq_len=2048, attention="eager")
@@ -383,12 +387,8 @@ def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_st
         raise UnknownNameError("attention", attention, ATTENTION)
     opt = _optimizer(optimizer)
     rc = recompute_code(recompute)
-    for name, val in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep), ("micro_batch", micro_batch),
-                      ("interleave", interleave)):
-        check_integer(name, val)
-    check_integer("seq_len", seq_len)
-    if microbatches is not None:
-        check_integer("microbatches", microbatches)
+    fractional = fractional_counts(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, interleave=interleave,
+                                   seq_len=seq_len, microbatches=microbatches)
     check_integer("zero_stage", zero_stage, minimum=0)
     if not (zero_stage in ZERO_STAGES if type(zero_stage) is int else np.all(np.isin(zero_stage, ZERO_STAGES))):
         raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
@@ -398,7 +398,7 @@ def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_st
     sp = _num(sequence_parallel)
     M = _num(microbatches) if microbatches is not None else pp * (v + 1)
     scalar = ops(zero, tp, pp, dp, cp, ep, b, s, v, sp, M, rc) is _SCALAR
-    bad, reason = raise_or_mask(structure_violations(m, tp, pp, cp, ep, dp, v, s), scalar,
+    bad, reason = raise_or_mask(fractional + structure_violations(m, tp, pp, cp, ep, dp, v, s), scalar,
                                 lambda: f"tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, interleave {v}")
     out = memory_core(m, bytes_per_param(m, opt, precision), zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M,
                       bytes_per(precision), attention == "eager")

@@ -76,8 +76,8 @@ import numpy as np
 from .collectives import all_gather_time, all_to_all_time, hierarchical_allreduce_time, p2p_time, \
     reduce_scatter_time
 from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, tile_time
-from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_fraction, check_integer, \
-    check_positive
+from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_count, check_fraction, check_integer, \
+    check_positive, check_single_count, fractional_counts
 from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_param, memory_core, ops,
                      raise_or_mask, record, recompute_code, structure_violations)
 from .optimizers import _optimizer
@@ -273,7 +273,8 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     grad_B = per_param[1]
     ar = _hier(mem["psi_dense"] * grad_B, dp * cp, tp, g, up, out, lat)
     if m.is_moe:
-        ar = ar + _hier(mem["psi_experts"] * grad_B, dp * cp // ep, tp * cp * ep, g, up, out, lat)
+        # (at least one replica: where ep > dp·cp, an entry a sweep masks, the arithmetic stays valid)
+        ar = ar + _hier(mem["psi_experts"] * grad_B, xp.maximum(dp * cp // ep, 1), tp * cp * ep, g, up, out, lat)
     rs = ag = ar / 2
     w_bwd = compute * (2 + full) / (3 + full) * overlap
     w_fwd = compute / (3 + full) * overlap
@@ -483,7 +484,8 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     Every numeric argument may be an array. A scalar configuration that breaks a rule (TP
     across nodes, TP not dividing the heads, PP deeper than the layers, micro-batches that do
     not divide the batch, degrees whose product is not the GPU count) or does not fit in
-    memory raises a :class:`~mlsysim.errors.MlsysimError`; arrays give NaN and ``feasible``.
+    memory raises a :class:`~mlsysim.errors.MlsysimError`; arrays give NaN and ``feasible`` False
+    there, and at fractional entries of a count (a fractional scalar count raises).
 
     >>> import mlsysim as ms
     >>> c = ms.cluster("dgx-a100", nodes=8)
@@ -493,20 +495,9 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     (13.8, 0.513)
     """
     m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap)
-    check_integer("global_batch", global_batch)
-    check_integer("seq_len", seq_len)
+    fractional = fractional_counts(global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
+                                   micro_batch=micro_batch, microbatches=microbatches, interleave=interleave)
     check_integer("zero_stage", zero_stage, minimum=0)
-    check_integer("tp", tp)
-    check_integer("pp", pp)
-    check_integer("cp", cp)
-    check_integer("ep", ep)
-    check_integer("interleave", interleave)
-    if dp is not None:
-        check_integer("dp", dp)
-    if micro_batch is not None:
-        check_integer("micro_batch", micro_batch)
-    if microbatches is not None:
-        check_integer("microbatches", microbatches)
     if microbatches is not None and micro_batch is not None:
         raise MlsysimError("give microbatches or micro_batch, not both")
     rc = recompute_code(recompute)
@@ -519,7 +510,7 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     sp, ov, tov = [_num(x) for x in (sequence_parallel, overlap, tp_overlap)]
     eta = None if efficiency is None else _num(efficiency)
     scalar = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, 0.0 if eta is None else eta, ov, tov) is _SCALAR
-    bad, reason = raise_or_mask(bad_layout[:2] + structure_violations(m, tp, pp, cp, ep, dp, v, s)
+    bad, reason = raise_or_mask(fractional + bad_layout[:2] + structure_violations(m, tp, pp, cp, ep, dp, v, s)
                                 + bad_layout[2:], scalar,
                                 lambda: f"tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, micro_batch {b}, "
                                         f"microbatches {M}, interleave {v}")
@@ -616,7 +607,8 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     divisors of the expert count for a MoE), recomputation none and full (and selective for
     eager attention; with FlashAttention it equals none). Each may be given as a sequence. The
     whole grid is one broadcast evaluation of the step model of :func:`train_step`.
-    Excluded candidates are counted under the first rule they break.
+    Excluded candidates are counted under the first rule they break (a fractional candidate in
+    a sequence, under "… must be a whole number"; a single fractional value raises).
 
     >>> import mlsysim as ms
     >>> s = ms.best_parallelism("llama-3-70b", ms.cluster("dgx-h100", nodes=128), 1024, 4096)
@@ -624,9 +616,9 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     (11616, 1112, 1024)
     """
     m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap)
-    check_integer("global_batch", global_batch)
-    check_integer("seq_len", seq_len)
-    check_integer("top", top)
+    for name, value in (("global_batch", global_batch), ("seq_len", seq_len)):
+        check_single_count(name, value, why=": one search per batch and sequence length")
+    check_single_count("top", top)
     n, g = c.accelerators, c.accelerators_per_node
     if recompute is None:
         recompute = RECOMPUTE if attention == "eager" else ("none", "full")
@@ -635,20 +627,27 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
                  ep=pick(ep, _divisors(m.experts) if m.is_moe else (1,)),
                  b=pick(micro_batch, _divisors(global_batch)), v=interleave, zero=zero_stage,
                  rc=[recompute_code(r) for r in ([recompute] if isinstance(recompute, str) else recompute)])
-    names = dict(b="micro_batch", v="interleave", zero="zero_stage")
+    names, fractional = dict(b="micro_batch", v="interleave", zero="zero_stage"), []
     for k, vals in cands.items():
-        if isinstance(vals, (str, bytes)) or np.ndim(vals) == 0:   # one value: a single candidate
+        one = isinstance(vals, (str, bytes)) or np.ndim(vals) == 0
+        if one:   # one value: a single candidate, refused if it is not a whole number
             cands[k] = vals = [vals]
         if len(vals) == 0:
             raise MlsysimError(f"no candidates given for {names.get(k, k)}")
         if k != "rc":
-            check_integer(names.get(k, k), vals, minimum=0 if k == "zero" else 1)
-    grids = np.meshgrid(*(np.asarray(v, dtype=np.int64) for v in cands.values()), indexing="ij")
-    tp_, pp_, cp_, ep_, b_, v_, z_, rc_ = (a.ravel() for a in grids)
+            low = 0 if k == "zero" else 1
+            if one:
+                check_integer(names.get(k, k), vals, minimum=low)
+            elif check_count(names.get(k, k), vals, minimum=low) is not None:
+                fractional.append(k)   # a list with fractional candidates: those are excluded below
+    grids = np.meshgrid(*(np.asarray(v, dtype=float if fractional else np.int64) for v in cands.values()),
+                        indexing="ij")
+    tp_, pp_, cp_, ep_, b_, v_, z_, rc_ = flat = [a.ravel() for a in grids]
     total = tp_.size
     dp_ = n // (tp_ * pp_ * cp_)
     M_ = global_batch // np.maximum(dp_ * b_, 1)
-    rules = [(tp_ * pp_ * cp_ * dp_ != n, "tp × pp × cp does not divide the GPU count"),
+    rules = [(flat[list(cands).index(k)] % 1 != 0, f"{names.get(k, k)} must be a whole number") for k in fractional]
+    rules += [(tp_ * pp_ * cp_ * dp_ != n, "tp × pp × cp does not divide the GPU count"),
              (tp_ > g, "tensor parallelism across nodes"), (g % tp_ != 0, "tp does not divide the GPUs per node"),
              (dp_ * b_ * M_ != global_batch, "dp × micro-batch does not divide the global batch")]
     rules += structure_violations(m, tp_, pp_, cp_, ep_, dp_, v_, seq_len)

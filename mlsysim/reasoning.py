@@ -31,6 +31,7 @@ target, batch 28 and 176 GPUs, $4.61 M a year.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -38,7 +39,7 @@ import numpy as np
 
 from .tables import Record
 from .economics import cloud_offer
-from .errors import InfeasibleError, MlsysimError, check_fraction, check_integer, check_positive
+from .errors import InfeasibleError, MlsysimError, check_count, check_fraction, check_positive, check_single_count
 from .registry import hardware as _hardware, model as _model
 from .serving import _valid_tp, generate, max_batch, min_tp, prefill
 from .units import fmt
@@ -116,12 +117,10 @@ class ReasoningService(Record):
     __repr__ = Record.__str__
 
 
-def _count(x, name: str, minimum: float = 0.0):
-    check_positive(name, x, allow_zero=True)
-    a = float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
-    if np.any(np.asarray(a) != np.round(a)) or np.any(np.asarray(a) < minimum):
-        raise MlsysimError(f"{name} must be a whole number >= {minimum:g}, got {x!r}")
-    return a
+def _count(x, name: str, minimum: int = 0):
+    """A count as a float (array), and the mask of its whole entries (None when all are whole)."""
+    whole = check_count(name, x, minimum=minimum)
+    return (float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)), whole
 
 
 def _price(price, hardware) -> object:
@@ -149,7 +148,8 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
     defaults to the cheapest feasible tensor-parallel degree up to ``max_tp`` (one node), ``batch``
     to the largest that fits (module docstring); ``latency_slo_s`` caps the end-to-end latency;
     ``max_utilization`` (ρ) leaves headroom. ``steps``, ``tokens_per_step``, ``prompt_tokens``,
-    ``answer_tokens``, ``qps`` and a numeric ``price`` broadcast.
+    ``answer_tokens``, ``batch``, ``qps`` and a numeric ``price`` broadcast; a fractional entry of a
+    count is NaN with ``feasible`` False (a fractional scalar raises).
 
     This is a sizing search, like :func:`~mlsysim.serving.serving_plan`: it evaluates every
     tensor-parallel degree with several serving calls each (a few hundred microseconds), so
@@ -164,31 +164,37 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
     (28.0, 176.0, 4.61)
     """
     m, hw = _model(model), _hardware(hardware)
-    k = _count(steps, "steps")
-    tau = _count(tokens_per_step, "tokens_per_step", 1)
-    p = _count(prompt_tokens, "prompt_tokens", 1)
-    a = _count(answer_tokens, "answer_tokens", 1)
+    counts = {name: _count(x, name, low) for name, x, low in (
+        ("steps", steps, 0), ("tokens_per_step", tokens_per_step, 1), ("prompt_tokens", prompt_tokens, 1),
+        ("answer_tokens", answer_tokens, 1), ("batch", batch, 1)) if x is not None}
+    (k, _), (tau, _), (p, _), (a, _) = (counts[name] for name in ("steps", "tokens_per_step", "prompt_tokens",
+                                                                   "answer_tokens"))
+    fractional = [name for name, (_, w) in counts.items() if w is not None]   # array counts with a fraction
+    whole = functools.reduce(np.logical_and, (counts[name][1] for name in fractional)) if fractional else None
     check_positive("qps", qps, allow_zero=True)
     check_fraction("max_utilization", max_utilization)
     if latency_slo_s is not None:
         check_positive("latency_slo_s", latency_slo_s)
     rate = _price(price, hw)
+    values = dict(steps=k, tokens_per_step=tau, prompt_tokens=p, answer_tokens=a, output_tokens=k * tau + a)
+    if whole is not None:   # a fractional count in a sweep: computed as whole, reported as NaN below
+        k, tau, p, a = (np.ceil(x) for x in (k, tau, p, a))
     n = k * tau + a
     if np.any(np.asarray(n) < 2):
         raise MlsysimError("a request must generate at least 2 tokens (steps·tokens_per_step + answer_tokens)")
     context = p + n
     qps_ = float(qps) if np.ndim(qps) == 0 else np.asarray(qps, dtype=float)
     if batch is not None:
-        batch = _count(batch, "batch", 1)
+        batch = counts["batch"][0] if whole is None else np.ceil(counts["batch"][0])
+    check_single_count("max_tp", max_tp, why=": the search tries every tensor-parallel degree up to it")
     if tp is None:
         first = min_tp(m, hw, context_tokens=float(np.min(context)), batch=1, precision=precision, max_tp=max_tp)
         tps = [t for t in range(first, int(max_tp) + 1) if _valid_tp(m, t)]
     else:
-        check_integer("tp", tp)
+        check_single_count("tp", tp, why=": one call per tensor-parallel degree, or tp=None to search")
         tps = [int(tp)]
-    shape = np.broadcast_shapes(*(np.shape(v) for v in (k, tau, p, a, qps_, rate)))
-    values = dict(steps=k, tokens_per_step=tau, prompt_tokens=p, answer_tokens=a, output_tokens=n, qps=qps_,
-                  usd_per_gpu_hour=rate)
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (k, tau, p, a, qps_, rate, batch)))
+    values.update(qps=qps_, usd_per_gpu_hour=rate)
     args = (m, hw, p, n, context, qps_, batch, precision, latency_slo_s, max_utilization)
     if shape == () and np.ndim(batch) == 0:
         options = [o for o in (_scalar_option(t, *args) for t in tps) if o is not None]
@@ -205,11 +211,14 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
                                                            else ""))
     gpus = np.stack([np.where(np.isfinite(o["gpus"]), o["gpus"] + 1e-6 * o["e2e_s"], np.inf) for o in options])
     pick = np.argmin(gpus, axis=0)
-    ok = np.isfinite(np.min(gpus, axis=0))
+    fits = np.isfinite(np.min(gpus, axis=0))
+    ok = fits if whole is None else fits & whole
     out = {key: np.where(ok, np.choose(pick, [o[key] for o in options]), np.nan) for key in options[0]}
     out["tp"] = np.where(ok, np.choose(pick, [np.full(shape, o["tp"]) for o in options]), np.nan)
-    reason = "" if ok.all() else ("no tensor-parallel group and batch fit" + (
-        " within the latency target" if latency_slo_s else "") + " where feasible is False")
+    why = [] if fits.all() else ["no tensor-parallel group and batch fit"
+                                 + (" within the latency target" if latency_slo_s else "")]
+    why += [f"{name} must be a whole number" for name in fractional]
+    reason = "; ".join(why) + " where feasible is False" if why else ""
     return ReasoningService(workload=m.name, hardware=hw.name, feasible=ok, reason=reason, **values, **out)
 
 
@@ -357,8 +366,8 @@ def routing(small_model, large_model, hardware, qps, fraction_small, price, step
             raise MlsysimError(f"fraction_small must lie in [0, 1], got {f!r}")
     f = float(f) if np.ndim(f) == 0 else np.asarray(f, dtype=float)
     check_positive("qps", qps)
-    _count(steps_small, "steps_small")
-    _count(steps_large, "steps_large")
+    check_count("steps_small", steps_small, minimum=0)   # an array: NaN at its fractional entries
+    check_count("steps_large", steps_large, minimum=0)
     small = reasoning_service(small_model, hardware, qps * f, price, steps=steps_small, **request)
     large = reasoning_service(large_model, hardware, qps * (1.0 - f), price, steps=steps_large, **request)
     return Routing(fraction_small=f, small=small, large=large)

@@ -172,7 +172,15 @@ def test_every_solver_refuses_any_bad_count(case, value):
 
 
 # --- sweeps: a fractional entry is NaN with feasible False, the whole ones are computed ----------
-VECTOR = [  # (function, count input, a valid whole value, output read, keyword arguments)
+STEP = SOLVERS["train_step"][0]
+REASONING = SOLVERS["reasoning_service"][0]
+
+
+def _but(kw, *names):
+    return {k: v for k, v in kw.items() if k not in names}
+
+
+VECTOR = [  # (function, count input, a valid whole value, output read, keyword arguments[, other value])
     (ms.roofline, "batch", 4, "time_s", dict(workload="llama-3-8b", hardware="h100")),
     (ms.roofline, "seq_len", 512, "time_s", dict(workload="llama-3-8b", hardware="h100", phase="prefill")),
     (ms.roofline, "context_tokens", 512, "time_s", dict(workload="llama-3-8b", hardware="h100")),
@@ -188,7 +196,39 @@ VECTOR = [  # (function, count input, a valid whole value, output read, keyword 
     (ms.weight_streaming, "batch", 1, "time_s", dict(workload="llama-3-8b", hardware="cs-3")),
     (ms.datapipe, "workers", 4, "delivered_sps", dict(workload="resnet-50", hardware="a100-80gb")),
     (ms.datapipe, "readers", 4, "delivered_sps", dict(workload="resnet-50", hardware="a100-80gb", storage="s3")),
+    # training: the last entry, when given, is the second whole value (a valid layout, not good + 1)
+    (ms.train_step, "global_batch", 256, "step_s", STEP, 512),
+    (ms.train_step, "seq_len", 4096, "step_s", STEP, 2048),
+    (ms.train_step, "tp", 4, "step_s", _but(STEP, "tp", "dp"), 8),
+    (ms.train_step, "pp", 1, "step_s", _but(STEP, "pp", "dp"), 2),
+    (ms.train_step, "dp", 16, "step_s", STEP, 16),
+    (ms.train_step, "cp", 1, "step_s", _but(STEP, "dp"), 2),
+    (ms.train_step, "ep", 1, "step_s", STEP, 1),
+    (ms.train_step, "micro_batch", 1, "step_s", STEP, 2),
+    (ms.train_step, "microbatches", 16, "step_s", STEP, 8),
+    (ms.train_step, "interleave", 1, "step_s", dict(STEP, pp=2, dp=8), 2),
+    (ms.training_memory, "tp", 1, "total_B", dict(m="llama-3-8b"), 2),
+    (ms.training_memory, "pp", 1, "total_B", dict(m="llama-3-8b")),
+    (ms.training_memory, "dp", 1, "total_B", dict(m="llama-3-8b", zero_stage=3)),
+    (ms.training_memory, "micro_batch", 1, "total_B", dict(m="llama-3-8b")),
+    (ms.training_memory, "seq_len", 4096, "total_B", dict(m="llama-3-8b")),
+    (ms.training_memory, "ep", 1, "total_B", dict(m="llama-3-8b"), 1),
+    (ms.training_memory, "cp", 1, "total_B", dict(m="llama-3-8b"), 2),
+    (ms.training_memory, "interleave", 1, "total_B", dict(m="llama-3-8b", pp=2)),
+    (ms.training_memory, "microbatches", 1, "total_B", dict(m="llama-3-8b", pp=4)),
+    (ms.checkpoint, "tp", 4, "write_s", dict(model="llama-3-8b", cluster=C), 8),
+    (ms.checkpoint, "pp", 1, "goodput", dict(model="llama-3-8b", cluster=C, tp=8), 2),
+    (ms.checkpoint, "dp", 16, "write_s", dict(model="llama-3-8b", cluster=C, tp=8), 16),
+    (ms.checkpoint, "nodes", 16, "write_s", dict(model="llama-3-8b", cluster=C, tp=8)),
+    (ms.reasoning_service, "steps", 2, "e2e_s", REASONING),
+    (ms.reasoning_service, "tokens_per_step", 256, "e2e_s", REASONING),
+    (ms.reasoning_service, "prompt_tokens", 1024, "e2e_s", REASONING),
+    (ms.reasoning_service, "answer_tokens", 256, "e2e_s", REASONING),
+    (ms.reasoning_service, "batch", 4, "e2e_s", REASONING),
+    (ms.routing, "steps_small", 2, "usd_per_year", SOLVERS["routing"][0]),
+    (ms.routing, "steps_large", 2, "usd_per_year", SOLVERS["routing"][0]),
 ]
+SWEEPS = [v if len(v) == 6 else (*v, v[2] + 1) for v in VECTOR]
 PLAIN = [  # functions returning plain numbers: NaN at the fractional entry
     (ms.kv_cache_bytes, "batch", 4, dict(model="llama-3-8b")),
     (ms.max_batch, "context_tokens", 512, LLM),
@@ -201,14 +241,15 @@ PLAIN = [  # functions returning plain numbers: NaN at the fractional entry
     (ms.all_to_all_time, "n", 8, dict(bytes_=1e9, bandwidth_Bps=1e11)),
     (ms.gemm_time, "m", 512, dict(n=4096, k=4096, hw="h100")),
     (ms.gemm_efficiency, "batch", 2, dict(m=512, n=4096, k=4096, hw="h100")),
+    (ms.model_states_B, "dp", 4, dict(params=8e9, zero_stage=3)),
     (ms.hierarchical_allreduce_time, "nodes", 4, dict(bytes_=1e9, ranks_per_node=8, intra_Bps=4e11,
                                                       inter_Bps=5e10)),
 ]
 
 
-@pytest.mark.parametrize("fn, arg, good, out, kw", VECTOR, ids=[f"{v[0].__name__}-{v[1]}" for v in VECTOR])
-def test_a_fractional_entry_of_a_sweep_is_nan_and_infeasible(fn, arg, good, out, kw):
-    r = fn(**{**kw, arg: np.array([good, good + 0.5, good + 1])})
+@pytest.mark.parametrize("fn, arg, good, out, kw, other", SWEEPS, ids=[f"{v[0].__name__}-{v[1]}" for v in SWEEPS])
+def test_a_fractional_entry_of_a_sweep_is_nan_and_infeasible(fn, arg, good, out, kw, other):
+    r = fn(**{**kw, arg: np.array([good, good + 0.5, other])})
     y = np.asarray(getattr(r, out))
     assert np.isfinite(y[[0, 2]]).all() and np.isnan(y[1])
     if hasattr(r, "feasible"):
@@ -216,6 +257,39 @@ def test_a_fractional_entry_of_a_sweep_is_nan_and_infeasible(fn, arg, good, out,
     if hasattr(r, "reason"):
         assert "whole" in r.reason
     assert y[0] == pytest.approx(getattr(fn(**{**kw, arg: good}), out), rel=1e-12)
+    assert y[2] == pytest.approx(getattr(fn(**{**kw, arg: other}), out), rel=1e-12)
+
+
+NAMING = [v for v in SWEEPS if v[0] in (ms.train_step, ms.training_memory, ms.checkpoint, ms.reasoning_service)]
+
+
+@pytest.mark.parametrize("fn, arg, good, out, kw, other", NAMING, ids=[f"{v[0].__name__}-{v[1]}" for v in NAMING])
+def test_a_training_sweep_names_its_fractional_input(fn, arg, good, out, kw, other):
+    assert f"{arg} must be a whole number" in fn(**{**kw, arg: np.array([good, good + 0.5, other])}).reason
+
+
+def test_a_fractional_count_is_masked_across_a_broadcast_grid():
+    r = ms.train_step(**{**STEP, "micro_batch": np.array([[1], [1.5], [2]]), "seq_len": np.array([2048, 4096])})
+    assert np.asarray(r.feasible).tolist() == [[True, True], [False, False], [True, True]]
+    assert np.isnan(r.step_s[1]).all() and np.isfinite(r.step_s[[0, 2]]).all()
+    assert r.step_s[2, 1] == pytest.approx(ms.train_step(**{**STEP, "micro_batch": 2}).step_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("name, arg", [("best_parallelism", "global_batch"), ("best_parallelism", "seq_len"),
+                                       ("best_parallelism", "top"), ("reasoning_service", "tp"),
+                                       ("reasoning_service", "max_tp")])
+def test_a_search_refuses_an_array_where_it_takes_one_number(name, arg):
+    with pytest.raises(ValueError, match=f"{arg} must be a single whole number"):
+        _call(name, arg, np.array([4, 8]))
+
+
+def test_a_fractional_candidate_of_the_layout_search_is_excluded_under_its_own_rule():
+    base = SOLVERS["best_parallelism"][0]
+    whole = ms.best_parallelism(**base, micro_batch=(1, 2, 4))
+    mixed = ms.best_parallelism(**base, micro_batch=(1, 1.5, 2, 4))
+    assert mixed.excluded.pop("micro_batch must be a whole number") == mixed.evaluated // 4
+    assert mixed.excluded == whole.excluded and str(mixed.ranking) == str(whole.ranking)
+    assert mixed.best.step_s == whole.best.step_s
 
 
 @pytest.mark.parametrize("fn, arg, good, kw", PLAIN, ids=[f"{v[0].__name__}-{v[1]}" for v in PLAIN])

@@ -140,6 +140,16 @@ def test_array_inputs_broadcast_with_nan_and_reasons():
     assert list(r.feasible) == [False, True, True] and "do not divide the batch" in r.reason
 
 
+def test_an_expert_degree_beyond_the_data_parallel_ranks_is_masked_in_a_sweep():
+    c = ms.cluster("dgx-h100", nodes=64)
+    kw = dict(global_batch=512, seq_len=4096, tp=4, pp=2)
+    r = ms.train_step("mixtral-8x7b", c, ep=np.array([2, 128]), **kw)   # 128 > dp = 64: no expert group
+    assert list(r.feasible) == [True, False] and np.isnan(r.step_s[1]) and "dp × cp" in r.reason
+    assert r.step_s[0] == pytest.approx(ms.train_step("mixtral-8x7b", c, ep=2, **kw).step_s, rel=1e-12)
+    r = ms.train_step("mixtral-8x7b", c, ep=8, dp=np.array([64, 4]), **kw)    # 4 × 2 × 4 GPUs ≠ 512
+    assert list(r.feasible) == [True, False] and np.isnan(r.step_s[1])
+
+
 @pytest.mark.parametrize("kw,match", [
     (dict(tp=16, pp=4), "across nodes"), (dict(tp=3, pp=4), "divide the 8 GPUs"),
     (dict(tp=8, pp=128, dp=1), "80 layers"), (dict(tp=8, pp=8, dp=8), "1,024 GPUs"),
