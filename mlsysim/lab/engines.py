@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MlsysimError
+from ..errors import MlsysimError, UnknownNameError
 from . import store
 
 ENGINES = ("sync", "concurrent")
@@ -223,5 +223,4 @@ def make_engine(kind: str, directory, **kw) -> Engine:
         return SyncEngine(directory, **kw)
     if kind == "concurrent":
         return ConcurrentEngine(directory, **kw)
-    from ..errors import UnknownNameError
     raise UnknownNameError("checkpoint engine", kind, ENGINES)
