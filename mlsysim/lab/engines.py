@@ -100,7 +100,8 @@ class Engine:
             self.abort()
 
     def abort(self) -> None:
-        """Stop without waiting for checkpoints in flight (they stay uncommitted)."""
+        """Stop without persisting the checkpoints still queued (they stay uncommitted); a write
+        already under way is finished first."""
 
     def summary(self) -> list[SaveRecord]:
         """The records of every save, with the time until each was durable."""
