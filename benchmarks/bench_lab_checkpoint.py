@@ -8,7 +8,7 @@ engine (2 x every steps, so at least two checkpoints) and prints a Markdown tabl
 stall per checkpoint (measured, and :func:`mlsysim.checkpoint`'s prediction for the
 measured disk and memory), end-to-end slowdown against the same steps without
 checkpoints, save and load bandwidth. Targets: concurrent stall <= 1/4 of sync stall
-at 1 GB; predicted sync write within 2x of the measured one. A measurement, not a
+at 1 GB; predicted sync stall (copy + write) within 2x of the measured one. A measurement, not a
 test: it takes a few minutes and needs about 4 x the largest size in memory.
 
 ``BENCHMARKS`` (run by ``benchmarks/run.py``) are the quick pieces of the engines.
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
                 print(f"  {size / 1e6:.0f} MB every {every}: done ({time.time() - t_start:.0f} s)", file=sys.stderr)
     head = ["MB", "every", "interval s", "sync stall s", "model", "conc. stall s", "model", "conc/sync",
             "sync slowdown", "conc. slowdown", "sync save GB/s", "conc. save GB/s", "load GB/s",
-            "model/measured sync write"]
+            "model/measured sync stall"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:

@@ -489,11 +489,11 @@ def _progress_bar(done: int, total: int) -> None:
 def _run_lab_checkpoint(args) -> int:
     from .lab.engines import ENGINES
     from .lab.experiment import run
-    from .errors import UnknownNameError
+    from .errors import MlsysimError, UnknownNameError
     if args.engine not in ENGINES:
         raise UnknownNameError("checkpoint engine", args.engine, ENGINES)
     if not args.size_mb > 0:
-        raise ValueError(f"--size-mb must be positive, got {args.size_mb}")
+        raise MlsysimError(f"--size-mb must be positive, got {args.size_mb}")
     r = run(args.engine, size_B=args.size_mb * 1e6, steps=args.steps, every=args.every, directory=args.dir,
             buffers=args.buffers, keep=args.keep, progress=_progress_bar)
     emit(r.to_dict() if args.json else r, args)

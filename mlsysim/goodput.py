@@ -58,7 +58,6 @@ class Goodput(Record):
                 ("lost per failure", fmt(self.lost_per_failure_s, "s"))]
 
 
-
 def goodput(cluster, step_s=None, checkpoint=None, restart_s=None, interval_s=None, nodes=None,
             node_failures_per_day=None, lag_s=0.0) -> Goodput:
     """Effective training time ratio of ``cluster`` under its failure rate.

@@ -25,10 +25,11 @@ EXERCISES = [
              hint="predict(SIZE_B, machine_from(20e9, 1.5e9, 3e9), interval_s).sync_stall_s: copy + write."),
     Exercise("06L.2", "Predicted concurrent stall (s) per checkpoint when one is taken every 0.5 s of compute",
              lambda: _predict(0.5).concurrent_stall_s, rtol=0.03, unit="s",
-             hint="The disk persists one checkpoint per copy + write seconds; training waits the rest."),
+             hint="Two buffers: the copy overlaps the previous write, so the disk takes one checkpoint every "
+                  "W seconds; the training waits W minus its compute."),
     Exercise("06L.3", "Shortest compute interval (s) between checkpoints at which the concurrent engine "
-             "stalls only for the copy", lambda: _predict(10.0).write_s, rtol=0.03, unit="s",
-             hint="Back-pressure vanishes once the interval covers the storage write time W."),
+             "stalls only for the copy", lambda: _predict(10.0).write_s - _predict(10.0).copy_s, rtol=0.03,
+             unit="s", hint="Back-pressure vanishes once the interval plus the copy cover the storage write W."),
     Exercise("06L.4", "Which file makes a checkpoint exist: 'data', 'commit' or 'tmp'?", lambda: "commit",
              hint="A crash may leave a complete data file; only a durable commit record makes it count."),
 ]

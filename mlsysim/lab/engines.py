@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MlsysimError
+from ..errors import MlsysimError, UnknownNameError
 from . import store
 
 ENGINES = ("sync", "concurrent")
@@ -100,7 +100,8 @@ class Engine:
             self.abort()
 
     def abort(self) -> None:
-        """Stop without waiting for checkpoints in flight (they stay uncommitted)."""
+        """Stop without persisting the checkpoints still queued (they stay uncommitted); a write
+        already under way is finished first."""
 
     def summary(self) -> list[SaveRecord]:
         """The records of every save, with the time until each was durable."""
@@ -223,5 +224,4 @@ def make_engine(kind: str, directory, **kw) -> Engine:
         return SyncEngine(directory, **kw)
     if kind == "concurrent":
         return ConcurrentEngine(directory, **kw)
-    from ..errors import UnknownNameError
     raise UnknownNameError("checkpoint engine", kind, ENGINES)

@@ -159,7 +159,7 @@ def _run(engine, cfg, steps, every, directory, machine, step_s, buffers, keep, v
         resumed = all(back.step() == expected[s] for s in sorted(expected))
     stalls = tuple(r.stall_s for r in records)
     durable = statistics.mean(r.durable_s for r in records)
-    pred = predict(cfg, machine, every * step_s)
+    pred = predict(cfg, machine, every * step_s, buffers=buffers)
     return LabRun(engine=engine, size_B=newest.size_B, steps=steps, every=every, checkpoints=len(records),
                   step_s=step_s, stall_s=statistics.mean(stalls), max_stall_s=max(stalls),
                   wait_s=statistics.mean(r.wait_s for r in records), durable_s=durable, train_s=train_s,

@@ -11,10 +11,12 @@ byte read and written), a one-node :class:`~mlsysim.systems.Cluster`, and a
 Predictions (τ = compute time between checkpoints, d = snapshot copy, W = storage write):
 
 * sync stall = d + W (the model's ``"sync"`` strategy);
-* concurrent stall = max(d, d + W − τ): the model's ``"async"`` stall, or, when
-  checkpoints come faster than the disk persists them, the steady state of a pool of
-  buffers drained by one writer at the disk's rate (each period lasts d + W, so the
-  training waits d + W − τ);
+* concurrent stall = max(d, W − τ) with two or more buffers: the model's ``"async"``
+  stall, or, when checkpoints come faster than the disk persists them, the steady state
+  of a pool drained by one writer at the disk's rate. The copy into a free buffer
+  overlaps the write of the previous one, so a period lasts W and the training, after
+  τ of compute, stalls W − τ (copy included). With one buffer nothing overlaps: a
+  period lasts d + W and the stall is max(d, d + W − τ);
 * load = the model's restore time (read + copy).
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 from ..checkpoint import StorageTier, checkpoint
+from ..errors import MlsysimError
 from ..systems import Cluster, Fabric, Node
 from ..workloads import Transformer
 from .train import BYTES_PER_PARAM, LabConfig
@@ -105,23 +108,30 @@ class Prediction:
     restore_s: float
 
 
-def predict(cfg, m: Machine, interval_s: float) -> Prediction:
-    """The model's numbers for checkpointing ``cfg``'s state (a :class:`LabConfig`, or bytes) on ``m``.
+def predict(cfg, m: Machine, interval_s: float, buffers: int = 2) -> Prediction:
+    """The model's numbers for checkpointing ``cfg``'s state (a :class:`LabConfig`, or bytes) on ``m``,
+    the concurrent engine having ``buffers`` host buffers.
 
     >>> m = machine_from(copy_Bps=20e9, write_Bps=1.5e9, read_Bps=3e9)
     >>> p = predict(1.2e9, m, interval_s=10.0)
     >>> round(p.copy_s, 3), round(p.write_s, 3), round(p.sync_stall_s, 3), round(p.concurrent_stall_s, 3)
     (0.06, 0.8, 0.86, 0.06)
-    >>> round(predict(1.2e9, m, interval_s=0.5).concurrent_stall_s, 3)   # back-pressure: 0.06 + 0.8 - 0.5
+    >>> round(predict(1.2e9, m, interval_s=0.5).concurrent_stall_s, 3)   # back-pressure: 0.8 - 0.5
+    0.3
+    >>> round(predict(1.2e9, m, interval_s=0.5, buffers=1).concurrent_stall_s, 3)   # 0.06 + 0.8 - 0.5
     0.36
     """
+    if type(buffers) is not int or buffers < 1:
+        raise MlsysimError(f"buffers must be a positive integer, got {buffers!r}")
     kw = dict(optimizer="adamw", precision="fp32", tp=1, pp=1, dp=1, zero_stage=0, storage=m.storage,
               restart_s=0.0)
     sync = checkpoint(workload(cfg), m.cluster, strategy="sync", interval_s=interval_s, **kw)
     # the async strategy needs interval >= persist; past that point the pool's back-pressure rules
     asyn = checkpoint(workload(cfg), m.cluster, strategy="async",
                       interval_s=max(interval_s, sync.storage_write_s), **kw)
-    concurrent = max(asyn.stall_s, asyn.d2h_s + asyn.storage_write_s - interval_s)
+    # under back-pressure the writer never idles: τ + stall = one writer period per checkpoint
+    period = asyn.storage_write_s if buffers >= 2 else asyn.d2h_s + asyn.storage_write_s
+    concurrent = max(asyn.stall_s, period - interval_s)
     return Prediction(size_B=sync.size_B, interval_s=interval_s, copy_s=sync.d2h_s,
                       write_s=sync.storage_write_s, sync_stall_s=sync.stall_s, concurrent_stall_s=concurrent,
                       restore_s=sync.restore_s if math.isfinite(sync.restore_s) else math.nan)

@@ -80,13 +80,13 @@ def _encode(obj, arrays: list):
         return obj
     if isinstance(obj, float):
         return {"__float__": obj.hex()}
-    if _torch_tensor_like(obj):
+    if _torch_dtype(obj):
         return {"__torch_dtype__": str(obj).removeprefix("torch.")}
     raise TypeError(f"cannot checkpoint a value of type {type(obj).__name__}: use arrays, tensors, "
                     f"numbers, strings, None, and dicts or lists of them")
 
 
-def _torch_tensor_like(obj) -> bool:
+def _torch_dtype(obj) -> bool:
     t = sys.modules.get("torch")
     return t is not None and isinstance(obj, t.dtype)
 
@@ -148,9 +148,7 @@ def layout(state, step: int) -> Layout:
     """Plan the data file of ``state`` at ``step`` (no copy of the arrays)."""
     items: list = []
     skeleton = _encode(state, items)
-    arrays, meta = [], []
-    offset = 0
-    specs = []
+    arrays, specs = [], []
     for a in items:
         npa, how = _as_numpy(a)
         arrays.append(npa)
@@ -163,12 +161,11 @@ def layout(state, step: int) -> Layout:
     for s in specs:
         s["offset"] = offset
         offset = _align(offset + s["nbytes"])
-        meta.append(s)
-    text = json.dumps({**body, "arrays": meta}).encode()
+    text = json.dumps({**body, "arrays": specs}).encode()
     header = MAGIC + struct.pack("<Q", len(text)) + text
     header += b"\0" * (start - len(header))
-    size = max(start, meta[-1]["offset"] + meta[-1]["nbytes"]) if meta else start
-    return Layout(header=header, arrays=tuple(arrays), offsets=tuple(s["offset"] for s in meta), size_B=size)
+    size = max(start, specs[-1]["offset"] + specs[-1]["nbytes"]) if specs else start
+    return Layout(header=header, arrays=tuple(arrays), offsets=tuple(s["offset"] for s in specs), size_B=size)
 
 
 def _bytes(a: np.ndarray) -> memoryview:
