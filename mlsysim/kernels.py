@@ -33,8 +33,6 @@ does 2·m·n·k = 805 MFLOP for 9.2 MB of traffic, 88 FLOP/B, under the A100's r
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .errors import check_count
@@ -99,7 +97,7 @@ def gemm_time(m, n, k, hw, precision: str = "bf16", batch=1, roofline: bool = Tr
     operands on chip, or one whose traffic is counted elsewhere).
 
     >>> import mlsysim as ms
-    >>> round(gemm_time(8192, 8192, 8192, ms.hardware("a100"), "bf16") * 1e3, 2)   # 1.1 PFLOP at 230 TFLOP/s
+    >>> round(gemm_time(8192, 8192, 8192, ms.hardware("a100"), "bf16") * 1e3, 2)   # 1.1 TFLOP at 230 TFLOP/s
     4.79
     """
     hw, whole = _checked(m, n, k, hw, batch)
