@@ -162,10 +162,10 @@ def _gemm_seconds(m: Transformer, hw, precision, T, b, s, cp, tp, ep, full):
     if m.is_moe:   # E/ep experts on this GPU, each fed ep·T·k/E rows; shared experts see every token
         rows, local = ep * T * m.experts_per_token / m.experts, m.experts / ep
         moe = attn + _weight_gemms(T, d, m.experts, hw, precision, full)
-        for n_, batch in ((rows, local), (T, m.shared_experts)):
-            if type(batch) is not int or batch > 0:
-                moe = moe + (_weight_gemms(n_, d, g["e_up_n"] / tp, hw, precision, full, batch)
-                             + _weight_gemms(n_, g["e_down_k"] / tp, d, hw, precision, full, batch))
+        for expert_rows, experts in ((rows, local), (T, m.shared_experts)):
+            if type(experts) is not int or experts > 0:
+                moe = moe + (_weight_gemms(expert_rows, d, g["e_up_n"] / tp, hw, precision, full, experts)
+                             + _weight_gemms(expert_rows, g["e_down_k"] / tp, d, hw, precision, full, experts))
     head = _weight_gemms(T, d, m.vocab / tp, hw, precision, 0)
     heads = b * m.heads / tp
     core = tile_time(s / cp, s, g["qk"], hw, precision, heads, roofline=False) / (2.0 * heads * s / cp * s * g["qk"])
