@@ -88,6 +88,20 @@ def tile_time(m, n, k, hw, precision: str = "bf16", batch=1, roofline: bool = Tr
     return max(best, memory) if scalar else np.maximum(best, memory)
 
 
+def memoised(owner, name: str, hw, precision: str, shape: tuple, compute):
+    """``compute()`` cached on the record ``owner`` (in ``owner.__dict__[name]``) under the GEMM
+    parameters of ``hw`` and ``precision`` plus ``shape``: the scalar paths of the step models
+    time the same shapes again and again. At most 4,096 entries are kept."""
+    cache = owner.__dict__.setdefault(name, {})
+    key = (id(hw), hw.sms, hw.matmul_efficiency, hw.memory_bw_Bps, hw.peak(precision), precision) + shape
+    hit = cache.get(key)
+    if hit is None:
+        if len(cache) > 4096:
+            cache.clear()
+        hit = cache[key] = compute()
+    return hit
+
+
 def gemm_time(m, n, k, hw, precision: str = "bf16", batch=1, roofline: bool = True):
     """Seconds for ``batch`` GEMMs of m×k by k×n on ``hw`` (see the module docstring).
 

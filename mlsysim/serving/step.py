@@ -45,7 +45,7 @@ import numpy as np
 
 from ..collectives import allreduce_time
 from ..errors import InfeasibleError, MlsysimError, check_count, check_fraction, check_positive
-from ..kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY
+from ..kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, memoised
 from ..registry import hardware as _hardware, model as _model
 from ..roofline import transformer_cost
 from ..systems import Hardware
@@ -210,15 +210,8 @@ def _shape_compute_s(s: _Setup, hw: Hardware, flops, phase, batch, tokens, conte
     if (not _scalar(batch, tokens, context) or type(s.tp) is not int or np.ndim(hw.peak(s.precision))
             or np.ndim(hw.memory_bw_Bps)):
         return _gemm_compute_s(s, hw, batch, tokens, context)
-    cache = s.m.__dict__.setdefault("_prefill_gemm_cache", {})
-    key = (id(hw), hw.sms, hw.matmul_efficiency, hw.memory_bw_Bps, hw.peak(s.precision), s.precision, s.tp,
-           batch, tokens, context)
-    hit = cache.get(key)
-    if hit is None:
-        if len(cache) > 4096:
-            cache.clear()
-        hit = cache[key] = _gemm_compute_s(s, hw, batch, tokens, context)
-    return hit
+    return memoised(s.m, "_prefill_gemm_cache", hw, s.precision, (s.tp, batch, tokens, context),
+                    lambda: _gemm_compute_s(s, hw, batch, tokens, context))
 
 
 def _gemm_compute_s(s: _Setup, hw: Hardware, batch, tokens, context):
