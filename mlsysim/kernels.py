@@ -140,5 +140,6 @@ def gemm_efficiency(m, n, k, hw, precision: str = "bf16", batch=1, roofline: boo
     >>> round(gemm_efficiency(2048, 2048, 96, a100, "bf16"), 3)     # k = 96: 88 FLOP/B, memory-bound
     0.574
     """
-    hw = _checked(m, n, k, hw, batch)[0]
-    return 2.0 * batch * m * n * k / (hw.peak(precision) * gemm_time(m, n, k, hw, precision, batch, roofline))
+    hw, whole = _checked(m, n, k, hw, batch)
+    eta = 2.0 * batch * m * n * k / (hw.peak(precision) * tile_time(m, n, k, hw, precision, batch, roofline))
+    return eta if whole is None else np.where(whole, eta, np.nan)
