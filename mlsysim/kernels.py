@@ -22,7 +22,10 @@ heuristics choose among such). Parts with no SM count (TPUs, CPUs, the wafer) ke
 but not the wave term.
 
 Assumptions: operands already in HBM, no L2 reuse across GEMMs, no split-K or stream-K
-(which would soften the wave term on a real library), one precision for inputs and output.
+(which would soften the wave term on a real library), one precision for inputs and output, and
+the η_mm measured in bf16 (fp16 on the A100) for every precision. The memory term runs at the
+full spec bandwidth B, while the streaming kernels of the step models run at
+:data:`MEMORY_EFFICIENCY` of it.
 
 Worked numbers (tested): on an A100 (108 SMs, η_mm = 0.737) the QKV projection of an
 18.4B GPT with t = 8 (2,048 tokens × 2,304 columns, k = 6,144 hidden) makes 288 tiles of
