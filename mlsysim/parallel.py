@@ -75,7 +75,7 @@ import numpy as np
 
 from .collectives import all_gather_time, all_to_all_time, hierarchical_allreduce_time, p2p_time, \
     reduce_scatter_time
-from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, tile_time
+from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, memoised, tile_time
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_count, check_fraction, check_integer, \
     check_positive, check_single_count, fractional_counts
 from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_param, memory_core, ops,
@@ -162,10 +162,10 @@ def _gemm_seconds(m: Transformer, hw, precision, T, b, s, cp, tp, ep, full):
     if m.is_moe:   # E/ep experts on this GPU, each fed ep·T·k/E rows; shared experts see every token
         rows, local = ep * T * m.experts_per_token / m.experts, m.experts / ep
         moe = attn + _weight_gemms(T, d, m.experts, hw, precision, full)
-        for n_, batch in ((rows, local), (T, m.shared_experts)):
-            if type(batch) is not int or batch > 0:
-                moe = moe + (_weight_gemms(n_, d, g["e_up_n"] / tp, hw, precision, full, batch)
-                             + _weight_gemms(n_, g["e_down_k"] / tp, d, hw, precision, full, batch))
+        for expert_rows, experts in ((rows, local), (T, m.shared_experts)):
+            if type(experts) is not int or experts > 0:
+                moe = moe + (_weight_gemms(expert_rows, d, g["e_up_n"] / tp, hw, precision, full, experts)
+                             + _weight_gemms(expert_rows, g["e_down_k"] / tp, d, hw, precision, full, experts))
     head = _weight_gemms(T, d, m.vocab / tp, hw, precision, 0)
     heads = b * m.heads / tp
     core = tile_time(s / cp, s, g["qk"], hw, precision, heads, roofline=False) / (2.0 * heads * s / cp * s * g["qk"])
@@ -174,15 +174,8 @@ def _gemm_seconds(m: Transformer, hw, precision, T, b, s, cp, tp, ep, full):
 
 def _gemm_seconds_cached(m, hw, precision, T, b, s, cp, tp, ep, full):
     """:func:`_gemm_seconds` memoised for plain-number configurations (the scalar path)."""
-    cache = m.__dict__.setdefault("_gemm_cache", {})
-    key = (id(hw), hw.sms, hw.matmul_efficiency, hw.memory_bw_Bps, hw.peak(precision), precision,
-           T, b, s, cp, tp, ep, full)
-    hit = cache.get(key)
-    if hit is None:
-        if len(cache) > 4096:
-            cache.clear()
-        hit = cache[key] = _gemm_seconds(m, hw, precision, T, b, s, cp, tp, ep, full)
-    return hit
+    return memoised(m, "_gemm_cache", hw, precision, (T, b, s, cp, tp, ep, full),
+                    lambda: _gemm_seconds(m, hw, precision, T, b, s, cp, tp, ep, full))
 
 
 def _gemm_seconds_swept(m, hw, precision, T, b, s, cp, tp, ep, full):

@@ -45,6 +45,7 @@ import numpy as np
 
 from ..collectives import allreduce_time
 from ..errors import InfeasibleError, MlsysimError, check_count, check_fraction, check_positive
+from ..kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, memoised
 from ..registry import hardware as _hardware, model as _model
 from ..roofline import transformer_cost
 from ..systems import Hardware
@@ -58,18 +59,15 @@ Large fp16/bf16 GEMMs reach 80–90 % of peak and attention kernels 50–73 % on
 A100 (Dao 2023, FlashAttention-2, §1 and §4), up to 75 % on an H100 (Shah et al.
 2024, FlashAttention-3); a Transformer pass mixes both, hence 0.70."""
 
-DEFAULT_MEM_EFFICIENCY = 0.83
-"""Achieved fraction of spec HBM bandwidth for streaming kernels. gpt-fast reports
-an empirical peak of about 1,700 GB/s on its A100-80GB (2,039 GB/s spec, 83 %;
-pytorch-labs/gpt-fast README); STREAM-style copies on HBM GPUs typically reach
-80–90 % of the datasheet figure."""
+DEFAULT_MEM_EFFICIENCY = MEMORY_EFFICIENCY
+"""Achieved fraction of spec HBM bandwidth for streaming kernels: 0.83, the training step's
+:data:`mlsysim.kernels.MEMORY_EFFICIENCY` (gpt-fast's about 1,700 GB/s on an A100-80GB of
+2,039 GB/s spec; source there)."""
 
-DEFAULT_LAYER_OVERHEAD_S = 40e-6
-"""Fixed cost per layer per step (s): about ten kernels per decoder layer (two norms,
-QKV projection, rotary embedding and KV write, attention, output projection,
-residual add, gate/up projection, activation, down projection), each paying a few
-µs of launch gap, DRAM-latency ramp and tail that no bandwidth removes. For scale,
-NCCL charges a 6.6 µs base latency to a small collective kernel (below)."""
+DEFAULT_LAYER_OVERHEAD_S = LAYER_OVERHEAD_S
+"""Fixed cost per layer per step (s): 40 µs, the training step's
+:data:`mlsysim.kernels.LAYER_OVERHEAD_S` — about ten kernels per decoder layer, each paying a
+few µs of launch gap, DRAM-latency ramp and tail that no bandwidth removes (reasoning there)."""
 
 ALLREDUCE_BASE_S = 6.6e-6
 """Fixed latency of one all-reduce (s): NCCL's tuning model, ring algorithm, LL
@@ -212,15 +210,8 @@ def _shape_compute_s(s: _Setup, hw: Hardware, flops, phase, batch, tokens, conte
     if (not _scalar(batch, tokens, context) or type(s.tp) is not int or np.ndim(hw.peak(s.precision))
             or np.ndim(hw.memory_bw_Bps)):
         return _gemm_compute_s(s, hw, batch, tokens, context)
-    cache = s.m.__dict__.setdefault("_prefill_gemm_cache", {})
-    key = (id(hw), hw.sms, hw.matmul_efficiency, hw.memory_bw_Bps, hw.peak(s.precision), s.precision, s.tp,
-           batch, tokens, context)
-    hit = cache.get(key)
-    if hit is None:
-        if len(cache) > 4096:
-            cache.clear()
-        hit = cache[key] = _gemm_compute_s(s, hw, batch, tokens, context)
-    return hit
+    return memoised(s.m, "_prefill_gemm_cache", hw, s.precision, (s.tp, batch, tokens, context),
+                    lambda: _gemm_compute_s(s, hw, batch, tokens, context))
 
 
 def _gemm_compute_s(s: _Setup, hw: Hardware, batch, tokens, context):

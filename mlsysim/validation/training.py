@@ -12,8 +12,8 @@ papers do not state are chosen by ``best_parallelism`` within that layout.
 
 ``SERIES`` groups the first-principles points into published scaling series: the model must
 get each series' trend right (per-GPU throughput rising or falling as model and cluster grow)
-and aims at ±15 % on every point. Two series found beyond the project's list (torchtitan on
-64 A100s, Megatron-LM's H100 strong scaling) are shown with their misses.
+and aims at ±15 % on every point. Two series (torchtitan on 64 A100s, Megatron-LM's H100
+strong scaling) miss it on level and are shown with their misses explained.
 """
 from __future__ import annotations
 
