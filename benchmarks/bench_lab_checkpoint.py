@@ -41,7 +41,7 @@ BENCHMARKS = [
 
 
 def main(argv=None) -> int:
-    from mlsysim.lab.experiment import run, step_time_s
+    from mlsysim.lab.experiment import pair_rows, run, step_time_s
     from mlsysim.lab.predict import measure_machine
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", nargs="+", type=float, default=[64e6, 256e6, 1e9])
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="also write every run's numbers to this file")
     a = p.parse_args(argv)
     t_start = time.time()
-    rows, runs = [], []
+    runs = []
     with tempfile.TemporaryDirectory(prefix="mlsysim-bench-") as tmp:
         print(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), file=sys.stderr)
         for size in a.sizes:
@@ -62,32 +62,22 @@ def main(argv=None) -> int:
             for every in a.every:
                 steps = max(2 * every, 4)
                 step_s = step_time_s(cfg, min(steps, 8))   # baseline right before the pair of runs
-                got = {}
                 for engine in ("sync", "concurrent"):
                     directory = f"{tmp}/{engine}-{size:.0f}-{every}"
                     r = run(engine, cfg=cfg, steps=steps, every=every, directory=directory,
                             machine=machine, step_s=step_s, verify=False)
                     shutil.rmtree(directory)
-                    got[engine] = r
                     runs.append(r.to_dict())
-                s, c = got["sync"], got["concurrent"]
-                rows.append([f"{s.size_B / 1e6:.0f}", str(every), f"{step_s * every:.2f}",
-                             f"{s.stall_s:.3f}", f"{s.predicted_stall_s:.3f}",
-                             f"{c.stall_s:.3f}", f"{c.predicted_stall_s:.3f}", f"{c.stall_s / s.stall_s:.2f}",
-                             f"{s.slowdown:.2f}", f"{c.slowdown:.2f}",
-                             f"{s.save_Bps / 1e9:.2f}", f"{c.save_Bps / 1e9:.2f}", f"{s.load_Bps / 1e9:.2f}",
-                             f"{s.predicted_stall_s / s.stall_s:.2f}"])
                 print(f"  {size / 1e6:.0f} MB every {every}: done ({time.time() - t_start:.0f} s)", file=sys.stderr)
-    head = ["MB", "every", "interval s", "sync stall s", "model", "conc. stall s", "model", "conc/sync",
-            "sync slowdown", "conc. slowdown", "sync save GB/s", "conc. save GB/s", "load GB/s",
-            "model/measured sync stall"]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
+    rows = pair_rows(runs)
+    print("| " + " | ".join(rows[0]) + " |")
+    print("|" + "---|" * len(rows[0]))
     for r in rows:
-        print("| " + " | ".join(r) + " |")
+        print("| " + " | ".join(str(v) for v in r.values()) + " |")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"runs": runs}, f, indent=1)
+            json.dump({"schema": "mlsysim.lab.benchmark/1", "command": "python benchmarks/bench_lab_checkpoint.py",
+                       "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t_start)), "runs": runs}, f, indent=1)
     return 0
 
 

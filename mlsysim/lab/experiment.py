@@ -165,3 +165,31 @@ def _run(engine, cfg, steps, every, directory, machine, step_s, buffers, keep, v
                   wait_s=statistics.mean(r.wait_s for r in records), durable_s=durable, train_s=train_s,
                   slowdown=train_s / (steps * step_s), save_Bps=newest.size_B / durable, load_s=loaded.read_s,
                   load_Bps=loaded.size_B / loaded.read_s, resumed_exactly=resumed, predicted=pred, stalls_s=stalls)
+
+
+# --- the stored full-size benchmark -------------------------------------------------------------
+def pair_rows(runs: list[dict]) -> list[dict]:
+    """One row per (size, interval): the sync and concurrent runs of ``runs`` (dicts of
+    :meth:`LabRun.to_dict`, in the benchmark's order) side by side, measured and predicted."""
+    rows = []
+    for s, c in zip(runs[::2], runs[1::2]):
+        if (s["engine"], c["engine"]) != ("sync", "concurrent") or (s["size_B"], s["every"]) != (c["size_B"], c["every"]):
+            raise ValueError("runs must alternate sync and concurrent runs of the same size and interval")
+        rows.append({"MB": round(s["size_B"] / 1e6), "every": s["every"],
+                     "interval s": round(s["step_s"] * s["every"], 2),
+                     "sync stall s": round(s["stall_s"], 3), "sync model s": round(s["predicted"]["stall_s"], 3),
+                     "conc. stall s": round(c["stall_s"], 3), "conc. model s": round(c["predicted"]["stall_s"], 3),
+                     "conc/sync": round(c["stall_s"] / s["stall_s"], 2),
+                     "sync slowdown": round(s["slowdown"], 2), "conc. slowdown": round(c["slowdown"], 2),
+                     "sync save GB/s": round(s["save_Bps"] / 1e9, 2), "conc. save GB/s": round(c["save_Bps"] / 1e9, 2),
+                     "load GB/s": round(s["load_Bps"] / 1e9, 2),
+                     "model/measured sync stall": round(s["predicted"]["stall_s"] / s["stall_s"], 2)})
+    return rows
+
+
+def recorded_benchmark() -> dict:
+    """The full-size run of ``benchmarks/bench_lab_checkpoint.py`` stored with the package
+    (``lab/data/benchmark.json``): its date, machine, command and every run's numbers."""
+    import json
+    from importlib.resources import files
+    return json.loads(files(__package__).joinpath("data/benchmark.json").read_text(encoding="utf-8"))
