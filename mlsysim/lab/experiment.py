@@ -119,7 +119,9 @@ def run(engine: str = "concurrent", size_B: float = 64e6, steps: int = 20, every
         if store.committed_steps(directory):
             raise MlsysimError(f"{directory} already holds checkpoints of another run; give an empty directory "
                                f"(the experiment never deletes checkpoints it did not write)")
-        machine = machine or measure_machine(directory)
+        # the disk measured with a file of the checkpoint's size (at least 32 MB, against the noise of
+        # small writes; at most 1 GB, against the time it takes)
+        machine = machine or measure_machine(directory, size_B=min(max(cfg.state_B, 32e6), 1e9))
         step_s = step_s if step_s is not None else step_time_s(cfg, steps)
         return _run(engine, cfg, steps, every, directory, machine, step_s, buffers, keep, verify, progress)
 
