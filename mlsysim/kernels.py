@@ -146,3 +146,35 @@ def gemm_efficiency(m, n, k, hw, precision: str = "bf16", batch=1, roofline: boo
     hw, whole = _checked(m, n, k, hw, batch)
     eta = 2.0 * batch * m * n * k / (hw.peak(precision) * tile_time(m, n, k, hw, precision, batch, roofline))
     return eta if whole is None else np.where(whole, eta, np.nan)
+
+
+# --- the matrix multiplies of a Transformer layer (used by the training step and by prefill) ---
+def layer_matmuls(m) -> tuple[float, float, float, float]:
+    """Per layer of a :class:`~mlsysim.workloads.Transformer`: attention and MLP weights
+    multiplied per token (dense, MoE active), and the attention FLOPs per query–key pair;
+    cached on the record."""
+    cached = m.__dict__.get("_layer_matmuls")
+    if cached is None:
+        L = m.layers
+        mlp_dense = m.dense_mlp_params
+        mlp_moe = (m.experts_per_token + m.shared_experts) * m.expert_params + m.router_params
+        attn = (m.matmul_params_per_token - (L - m.moe_layers) * mlp_dense - m.moe_layers * mlp_moe
+                - m.vocab * m.d_model) / L
+        cached = m.__dict__["_layer_matmuls"] = (attn, mlp_dense, mlp_moe, m.attention_flops_per_pair() / L)
+    return cached
+
+
+def layer_gemms(m) -> dict:
+    """Per layer of a Transformer, unsplit: columns of the attention input projection (QKV, or MLA's down- and
+    up-projections as one), rows of its output projection, columns of the MLP's up (and gate)
+    projection and rows of its down projection, dense and per expert; cached on the record."""
+    cached = m.__dict__.get("_layer_gemms")
+    if cached is None:
+        attn_mm, mlp_dense, _, _ = layer_matmuls(m)
+        d = m.d_model
+        out_k = m.heads * (m.v_head_dim if m.is_mla else m.head_dim)
+        cached = m.__dict__["_layer_gemms"] = dict(
+            in_n=(attn_mm - out_k * d) / d, out_k=out_k, up_n=mlp_dense / d - m.d_ff, down_k=m.d_ff,
+            e_up_n=m.expert_params / d - m.moe_d_ff if m.is_moe else 0.0, e_down_k=m.moe_d_ff,
+            qk=(m.qk_nope_dim + m.qk_rope_dim) if m.is_mla else m.head_dim)
+    return cached

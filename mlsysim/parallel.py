@@ -75,7 +75,7 @@ import numpy as np
 
 from .collectives import all_gather_time, all_to_all_time, hierarchical_allreduce_time, p2p_time, \
     reduce_scatter_time
-from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, memoised, tile_time
+from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, layer_gemms, layer_matmuls, memoised, tile_time
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_count, check_fraction, check_integer, \
     check_positive, check_single_count, fractional_counts
 from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_param, memory_core, ops,
@@ -111,36 +111,6 @@ def _hier(bytes_, group, inner, g, up_Bps, out_Bps, out_lat):
     return hierarchical_allreduce_time(bytes_, _int(rpn), _int(nodes), up_Bps, out_Bps, 0.0, out_lat)
 
 
-def _shape(m: Transformer) -> tuple[float, float, float, float]:
-    """Per layer: attention and MLP weights multiplied per token (dense, MoE active), and the
-    attention FLOPs per query–key pair; cached on the record."""
-    cached = m.__dict__.get("_parallel_shape")
-    if cached is None:
-        L = m.layers
-        mlp_dense = m.dense_mlp_params
-        mlp_moe = (m.experts_per_token + m.shared_experts) * m.expert_params + m.router_params
-        attn = (m.matmul_params_per_token - (L - m.moe_layers) * mlp_dense - m.moe_layers * mlp_moe
-                - m.vocab * m.d_model) / L
-        cached = m.__dict__["_parallel_shape"] = (attn, mlp_dense, mlp_moe, m.attention_flops_per_pair() / L)
-    return cached
-
-
-def _gemm_shapes(m: Transformer) -> dict:
-    """Per layer, unsplit: columns of the attention input projection (QKV, or MLA's down- and
-    up-projections as one), rows of its output projection, columns of the MLP's up (and gate)
-    projection and rows of its down projection, dense and per expert; cached on the record."""
-    cached = m.__dict__.get("_gemm_shapes")
-    if cached is None:
-        attn_mm, mlp_dense, _, _ = _shape(m)
-        d = m.d_model
-        out_k = m.heads * (m.v_head_dim if m.is_mla else m.head_dim)
-        cached = m.__dict__["_gemm_shapes"] = dict(
-            in_n=(attn_mm - out_k * d) / d, out_k=out_k, up_n=mlp_dense / d - m.d_ff, down_k=m.d_ff,
-            e_up_n=m.expert_params / d - m.moe_d_ff if m.is_moe else 0.0, e_down_k=m.moe_d_ff,
-            qk=(m.qk_nope_dim + m.qk_rope_dim) if m.is_mla else m.head_dim)
-    return cached
-
-
 def _weight_gemms(T, k, n, hw, precision, full, batch=1):
     """Seconds of a weight's forward (twice with full recomputation), input-gradient and
     weight-gradient products for T rows (tokens) of a k × n weight."""
@@ -153,7 +123,7 @@ def _gemm_seconds(m: Transformer, hw, precision, T, b, s, cp, tp, ep, full):
     per dense layer, per MoE layer, the output head, and the attention core per hardware FLOP
     (its batched score and value products; their memory traffic is counted with the
     memory-bound kernels). See :mod:`mlsysim.kernels`."""
-    g, d = _gemm_shapes(m), m.d_model
+    g, d = layer_gemms(m), m.d_model
     attn = (_weight_gemms(T, d, g["in_n"] / tp, hw, precision, full)
             + _weight_gemms(T, g["out_k"] / tp, d, hw, precision, full))
     dense = attn + (_weight_gemms(T, d, g["up_n"] / tp, hw, precision, full)
@@ -211,7 +181,7 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     full = rc == 2
     # FLOPs of one micro-batch on one GPU of the busiest (last) stage
     L, d, V = m.layers, m.d_model, m.vocab
-    attn_mm, mlp_dense, mlp_moe, pair_per_key = _shape(m)
+    attn_mm, mlp_dense, mlp_moe, pair_per_key = layer_matmuls(m)
     Ls = mem["stage_layers"]
     n_moe = xp.minimum(Ls, m.moe_layers)
     stage_mm = (Ls - n_moe) * (attn_mm + mlp_dense) + n_moe * (attn_mm + mlp_moe)

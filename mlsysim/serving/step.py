@@ -219,10 +219,9 @@ def _gemm_compute_s(s: _Setup, hw: Hardware, batch, tokens, context):
     the attention input and output projections and the MLP (or the routed and shared experts)
     with batch × tokens rows after the TP split, the output head for the last token of each
     sequence, and the attention scores as batched products at their tile efficiency."""
-    from ..kernels import tile_time
-    from ..parallel import _gemm_shapes
+    from ..kernels import layer_gemms, tile_time
     m, tp, p = s.m, s.tp, s.precision
-    g, d, rows = _gemm_shapes(m), m.d_model, batch * tokens
+    g, d, rows = layer_gemms(m), m.d_model, batch * tokens
     attn = tile_time(rows, g["in_n"] / tp, d, hw, p) + tile_time(rows, d, g["out_k"] / tp, hw, p)
     dense = attn + tile_time(rows, g["up_n"] / tp, d, hw, p) + tile_time(rows, d, g["down_k"] / tp, hw, p)
     total = (m.layers - m.moe_layers) * dense
