@@ -74,6 +74,15 @@ def check_fraction(name: str, value) -> None:
         raise MlsysimError(f"{name} must lie in (0, 1], got {_show(value)}")
 
 
+def check_share(name: str, value) -> None:
+    """Raise unless every element of ``value`` lies in [0, 1] (a share that may be zero)."""
+    if type(value) in (int, float) and 0 <= value <= 1:
+        return
+    a = _numeric(name, value)
+    if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
+        raise MlsysimError(f"{name} must lie in [0, 1], got {_show(value)}")
+
+
 _CONTINUOUS = contextvars.ContextVar("mlsysim_continuous_counts", default=False)
 
 

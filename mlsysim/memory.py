@@ -40,7 +40,10 @@ weights of two layers (the one computing and the one prefetched).
   SP. Selective recomputation then equals none; full keeps the layer input (h elements).
 
 Full recomputation also holds one layer's full activations while that layer is
-recomputed and back-propagated. The last stage stores the output layer's input and the
+recomputed and back-propagated. ``recompute_fraction`` r recomputes a share r of the other
+layers in full (torchtitan's "selective layer" checkpointing, Megatron-LM's
+``--recompute-num-layers``): those keep only their input, the rest what ``recompute`` keeps,
+and the working copy of one full layer is held as soon as r > 0. The last stage stores the output layer's input and the
 fp32 logits of the loss, 4·s·b·V/t bytes (Korthikanti §4.3).
 
 **Pipeline in flight.** With 1F1B (PipeDream-Flush, Narayanan et al. 2021) the first stage
@@ -67,7 +70,7 @@ import numpy as np
 
 from .tables import Record
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_count, check_integer, check_positive, \
-    fractional_counts
+    check_share, fractional_counts
 from .optimizers import _optimizer, training_state
 from .registry import hardware as _hardware, model as _model
 from .units import bytes_per, fmt
@@ -173,13 +176,14 @@ def stage_layers(m: Transformer, pp, v):
 
 
 def memory_core(m: Transformer, per_param, zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M,
-                abytes: float, eager: bool) -> dict:
+                abytes: float, eager: bool, share=0.0) -> dict:
     """Per-GPU training memory of the heavier of the first and last pipeline stage.
 
     Every numeric argument may be an array (they broadcast); ``rc`` is 0/1/2 for
-    none/selective/full recomputation, ``sp`` is 0/1, ``M`` the micro-batches per step.
+    none/selective/full recomputation, ``sp`` is 0/1, ``M`` the micro-batches per step,
+    ``share`` the fraction of the other layers that recompute in full all the same.
     """
-    xp = ops(zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M)
+    xp = ops(zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M, share)
     w, g, mst, opt = per_param
     d, heads, V, L = m.d_model, m.heads, m.vocab, m.layers
     # parameters on one GPU of the busiest stage
@@ -214,8 +218,9 @@ def memory_core(m: Transformer, per_param, zero, tp, pp, dp, cp, ep, b, s, rc, s
         scores = 0.0
         stored_input = abytes * d / seq_div
     full_layer = tokens * (linear + scores)
-    kept = tokens * xp.where(rc == 0, linear + scores, xp.where(rc == 1, linear, stored_input))
-    working = (rc == 2) * full_layer
+    f = (rc == 2) + (rc != 2) * share   # fraction of the layers that keep only their input
+    kept = tokens * ((1 - f) * xp.where(rc == 0, linear + scores, linear) + f * stored_input)
+    working = (f > 0) * full_layer
     logits = tokens * (4 * V / tp + abytes * d / seq_div)
     chunk = xp.ceil(L / (pp * v))
     first_layers = xp.where(v == 1, Ls * xp.minimum(pp, M), chunk * xp.minimum(pp * (v + 1) - 1, M * v))
@@ -316,6 +321,7 @@ class TrainingMemory(Record):
     capacity_B: float | None
     feasible: object
     reason: str = ""
+    recompute_fraction: object = 0.0
 
     @property
     def model_states_B(self):
@@ -354,7 +360,7 @@ def _num(x):
 def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_stage=0, tp=1, pp=1, dp=1,
                     micro_batch=1, seq_len=4096, recompute="selective", *, ep=1, cp=1,
                     sequence_parallel=True, interleave=1, microbatches=None, attention: str = "flash",
-                    hardware=None) -> TrainingMemory:
+                    hardware=None, recompute_fraction=0.0) -> TrainingMemory:
     """Per-GPU training memory of model ``m`` (see the module docstring for every formula).
 
     Parameters
@@ -365,6 +371,9 @@ def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_st
     tp, pp, dp, cp, ep : tensor-, pipeline-, data-, context- and expert-parallel degrees.
     micro_batch, seq_len : sequences per micro-batch and tokens per sequence.
     recompute : "none", "selective" or "full" activation recomputation.
+    recompute_fraction : share of the remaining layers that recompute in full all the same
+        (0 to 1; torchtitan's "selective layer" checkpointing of every second layer is 0.5,
+        Megatron-LM's ``--recompute-num-layers`` k of a stage's n layers is k/n).
     sequence_parallel : split the layer-norm and dropout activations over the TP ranks.
     interleave : model chunks per GPU (v) of the interleaved 1F1B schedule.
     microbatches : micro-batches per step (m); fewer than p keeps fewer in flight.
@@ -392,16 +401,18 @@ def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_st
     check_integer("zero_stage", zero_stage, minimum=0)
     if not (zero_stage in ZERO_STAGES if type(zero_stage) is int else np.all(np.isin(zero_stage, ZERO_STAGES))):
         raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
+    check_share("recompute_fraction", recompute_fraction)
+    share = _num(recompute_fraction)
     hw = _hardware(hardware) if hardware is not None else None
     args = [_num(a) for a in (zero_stage, tp, pp, dp, cp, ep, micro_batch, seq_len, interleave)]
     zero, tp, pp, dp, cp, ep, b, s, v = args
     sp = _num(sequence_parallel)
     M = _num(microbatches) if microbatches is not None else pp * (v + 1)
-    scalar = ops(zero, tp, pp, dp, cp, ep, b, s, v, sp, M, rc) is _SCALAR
+    scalar = ops(zero, tp, pp, dp, cp, ep, b, s, v, sp, M, rc, share) is _SCALAR
     bad, reason = raise_or_mask(fractional + structure_violations(m, tp, pp, cp, ep, dp, v, s), scalar,
                                 lambda: f"tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, interleave {v}")
     out = memory_core(m, bytes_per_param(m, opt, precision), zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M,
-                      bytes_per(precision), attention == "eager")
+                      bytes_per(precision), attention == "eager", share)
     capacity = hw.memory_B if hw is not None else None
     fits = True if capacity is None else out["total_B"] <= capacity
     if scalar:
@@ -422,4 +433,4 @@ def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_st
     return record(TrainingMemory, model=m.name, optimizer=opt.name, precision=precision, recompute=names,
                           attention=attention, zero_stage=zero, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
                           micro_batch=b, seq_len=s, interleave=v, capacity_B=capacity, feasible=feasible,
-                          reason=reason, **out)
+                          reason=reason, recompute_fraction=share, **out)

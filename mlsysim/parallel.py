@@ -22,11 +22,15 @@ head), one GPU spends
   0.60 of an A100's peak but only 0.35 of an H100's: Dao 2023; Shah et al. 2024), or as
   batched GEMMs where the part has no published figure. A scalar ``efficiency`` η instead
   times all F at η·P.
-  The non-GEMM kernels stream Q, their activation traffic (each activation written, read
-  back and its gradient written: 3× the no-recompute activations), at the HBM bandwidth B
+  The non-GEMM kernels stream Q, their activation traffic (fused kernels: each activation
+  written, read back and its gradient written, 3× the no-recompute activations; plain
+  PyTorch, ``elementwise="eager"``: every operator's own reads and writes, counted kernel by
+  kernel in :mod:`mlsysim.elementwise`), at the HBM bandwidth B
   (by default at the achievable fraction ``kernels.MEMORY_EFFICIENCY`` of it, plus
   ``kernels.LAYER_OVERHEAD_S`` of kernel launch gaps per layer and forward-pass equivalent;
-  a given η lumps both into itself);
+  a given η lumps both into itself). ``recompute_fraction`` r re-runs the forward of a share
+  r of the layers (torchtitan's every-second-layer checkpointing: r = 0.5): every per-layer
+  term that full recomputation adds is added r times;
 * **TP**: per layer 8 collectives of the activation tensor S = b·s·h·bytes/cp, each
   (t−1)/t·S/β over NVLink (2 all-reduces forward + 2 backward, or with sequence
   parallelism 4 all-gathers and 4 reduce-scatters: the same volume, Korthikanti et al.
@@ -75,9 +79,10 @@ import numpy as np
 
 from .collectives import all_gather_time, all_to_all_time, hierarchical_allreduce_time, p2p_time, \
     reduce_scatter_time
+from .elementwise import ELEMENTWISE, layer_bytes, loss_bytes
 from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, layer_gemms, layer_matmuls, memoised, tile_time
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_count, check_fraction, check_integer, \
-    check_positive, check_single_count, fractional_counts
+    check_positive, check_share, check_single_count, fractional_counts
 from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_param, memory_core, ops,
                      raise_or_mask, record, recompute_code, structure_violations)
 from .optimizers import _optimizer
@@ -168,17 +173,19 @@ def _gemm_seconds_swept(m, hw, precision, T, b, s, cp, tp, ep, full):
 
 
 def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, pp, dp, cp, ep, b, M, v,
-              zero, rc, sp, eager: bool, eta, overlap, tp_overlap, causal: bool = True) -> dict:
+              zero, rc, sp, eager: bool, eta, overlap, tp_overlap, causal: bool = True, share=0.0,
+              unfused: bool = False) -> dict:
     """Step time and its parts for broadcastable configurations (see the module docstring)."""
-    xp = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, 0.0 if eta is None else eta, overlap, tp_overlap)
+    xp = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, 0.0 if eta is None else eta, overlap, tp_overlap,
+             share)
     hw = c.accelerator
     g, n_gpu = c.accelerators_per_node, c.accelerators
     peak, hbm = hw.peak(precision), hw.memory_bw_Bps
     up = c.scaleup_Bps if g > 1 else hw.memory_bw_Bps  # one GPU per node never uses it
     out, lat = c.scaleout_Bps_per_accelerator, c.fabric.latency_s
     ab = bytes_per(precision)
-    mem = memory_core(m, per_param, zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M, ab, eager)
-    full = rc == 2
+    mem = memory_core(m, per_param, zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M, ab, eager, share)
+    full = (rc == 2) + (rc != 2) * share   # the share of the layers whose forward runs twice
     # FLOPs of one micro-batch on one GPU of the busiest (last) stage
     L, d, V = m.layers, m.d_model, m.vocab
     attn_mm, mlp_dense, mlp_moe, pair_per_key = layer_matmuls(m)
@@ -207,7 +214,11 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     # score forward (QKᵀ out, softmax in/out, dropout in/out/mask, PV in), 21 backward, and
     # the forward again when recomputed
     scores = (ab / 2 * m.heads * s * (34 + 13 * (rc >= 1)) / tp) if eager else 0.0
-    traffic = Ls * (mem["layer_linear_B"] * (3 + full) + tokens * scores)
+    if unfused:   # one kernel per PyTorch operator (mlsysim.elementwise), and an fp32 loss
+        fwd_B, bwd_B = layer_bytes(m, ab, tp, sp)
+        traffic = Ls * tokens * (fwd_B * (1 + full) + bwd_B + scores) + tokens * loss_bytes(m, ab, tp)
+    else:
+        traffic = Ls * (mem["layer_linear_B"] * (3 + full) + tokens * scores)
     stream = hbm if eta is not None else hbm * MEMORY_EFFICIENCY   # a given η lumps this in
     nongemm = traffic / stream + (0.0 if eta is not None else Ls * (3 + full) * LAYER_OVERHEAD_S)
     compute = gemm + nongemm
@@ -346,6 +357,8 @@ class TrainStep(Record):
     memory: TrainingMemory
     feasible: object
     reason: str = ""
+    recompute_fraction: object = 0.0
+    elementwise: str = "fused"
 
     @property
     def comm_s(self):
@@ -380,8 +393,10 @@ class TrainStep(Record):
         rows = [("model", self.model), ("cluster", self.cluster), ("layout", layout),
                 ("batch", f"{self.global_batch} × {self.seq_len} tokens = {self.microbatches} micro-batches "
                           f"of {self.micro_batch}, interleave {self.interleave}"),
-                ("settings", f"{self.precision}, ZeRO-{self.zero_stage}, recompute {self.recompute}, "
-                             f"{self.attention} attention"),
+                ("settings", f"{self.precision}, ZeRO-{self.zero_stage}, recompute {self.recompute}"
+                             + (f" (+ {self.recompute_fraction:.0%} of the layers in full)"
+                                if self.recompute_fraction and self.recompute != "full" else "")
+                             + f", {self.attention} attention, {self.elementwise} element-wise kernels"),
                 ("GEMM efficiency", f"{self.gemm_efficiency:.2f} of peak"
                                     + (" (shape-aware)" if self.efficiency == SHAPE_AWARE else " (given)")),
                 ("step time", fmt(self.step_s, "s"))]
@@ -397,12 +412,19 @@ _TIMES = ("step_s", "compute_s", "gemm_s", "nongemm_s", "gemm_efficiency", "tp_c
           "optimizer_s", "bubble_fraction", "mfu", "hfu", "tokens_per_s", "memory_per_gpu_B")
 
 
-def _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap):
+def _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap, recompute_fraction=0.0,
+             elementwise="fused"):
     m, c = _model(m), _cluster(c)
     if not isinstance(m, Transformer):
         raise MlsysimError(f"train_step models Transformers; {m.name} is a {type(m).__name__}")
     if attention not in ATTENTION:
         raise UnknownNameError("attention", attention, ATTENTION)
+    if elementwise not in ELEMENTWISE:
+        raise UnknownNameError("elementwise", elementwise, ELEMENTWISE)
+    if elementwise == "eager" and m.is_mla:
+        raise MlsysimError(f"the eager element-wise kernels of {m.name}'s latent attention are not modelled; "
+                           "use elementwise='fused'")
+    check_share("recompute_fraction", recompute_fraction)
     if efficiency is not None:
         check_fraction("efficiency", efficiency)
     for name, x in (("overlap", overlap), ("tp_overlap", tp_overlap)):
@@ -422,7 +444,8 @@ def _optimizer_cached(name: str):
 def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=None, interleave=1,
                precision: str = "bf16", efficiency=None, *, micro_batch=None, cp=1, ep=1,
                zero_stage=1, optimizer: str = "adam", recompute="selective", sequence_parallel=True,
-               attention: str = "flash", causal: bool = True, overlap=1.0, tp_overlap=0.0) -> TrainStep:
+               attention: str = "flash", causal: bool = True, overlap=1.0, tp_overlap=0.0, recompute_fraction=0.0,
+               elementwise: str = "fused") -> TrainStep:
     """Time of one training step of ``m`` on cluster ``c`` (see the module docstring).
 
     Parameters
@@ -435,8 +458,12 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     precision : the format of weights, activations and the peak used.
     efficiency : ``None`` (default) times each matrix multiply from its shape
         (:mod:`mlsysim.kernels`); a number η in (0, 1] times all of them at η · peak.
-    zero_stage, optimizer, recompute, sequence_parallel, attention : as in
-        :func:`~mlsysim.memory.training_memory`.
+    zero_stage, optimizer, recompute, recompute_fraction, sequence_parallel, attention : as in
+        :func:`~mlsysim.memory.training_memory` (``recompute_fraction`` re-runs the forward of that
+        share of the other layers).
+    elementwise : "fused" (default: Megatron-LM, Transformer Engine, torch.compile) charges the
+        memory-bound kernels 3 × the saved activations; "eager" counts plain PyTorch's
+        one-kernel-per-operator traffic and its fp32 loss (:mod:`mlsysim.elementwise`).
     overlap : usable fraction of the backward (forward) pass that hides the data-parallel
         gradient reduce-scatter/all-reduce (weight all-gather); 0 means fully exposed.
     tp_overlap : fraction of the TP collectives hidden behind GEMMs (0 in Megatron-LM 2022;
@@ -457,7 +484,8 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     >>> round(r.step_s, 1), round(r.mfu, 3)   # Korthikanti et al. 2022: 13.75 s, 51.4 %
     (13.8, 0.513)
     """
-    m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap)
+    m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap,
+                                    recompute_fraction, elementwise)
     fractional = fractional_counts(global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
                                    micro_batch=micro_batch, microbatches=microbatches, interleave=interleave)
     check_integer("zero_stage", zero_stage, minimum=0)
@@ -470,9 +498,10 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
                                                          zero_stage)]
     dp, b, M, bad_layout = _layout(c, gb, tp, pp, _num_or_none(dp), cp, _num_or_none(micro_batch),
                                    _num_or_none(microbatches), v)
-    sp, ov, tov = [_num(x) for x in (sequence_parallel, overlap, tp_overlap)]
+    sp, ov, tov, share = [_num(x) for x in (sequence_parallel, overlap, tp_overlap, recompute_fraction)]
     eta = None if efficiency is None else _num(efficiency)
-    scalar = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, 0.0 if eta is None else eta, ov, tov) is _SCALAR
+    scalar = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, 0.0 if eta is None else eta, ov, tov,
+                 share) is _SCALAR
     bad, reason = raise_or_mask(fractional + bad_layout[:2] + structure_violations(m, tp, pp, cp, ep, dp, v, s)
                                 + bad_layout[2:], scalar,
                                 lambda: f"tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, micro_batch {b}, "
@@ -481,7 +510,7 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
         dp, b, M = (np.where(bad, 1, x) for x in np.broadcast_arrays(dp, b, M))
         tp = np.where(bad, 1, tp)
     r = step_core(m, c, per_param, precision, gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp,
-                  attention == "eager", eta, ov, tov, causal)
+                  attention == "eager", eta, ov, tov, causal, share, elementwise == "eager")
     mem = r.pop("memory")
     fits = mem["total_B"] <= c.accelerator.memory_B
     if scalar:
@@ -507,11 +536,13 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
         weights_B=mem["weights_B"], grads_B=mem["grads_B"], master_B=mem["master_B"],
         optimizer_B=mem["optimizer_B"], activations_B=mem["activations_B"], buffers_B=mem["buffers_B"],
         total_B=mem["total_B"], params_per_gpu=mem["params_per_gpu"], layer_activation_B=mem["layer_activation_B"],
-        layers_in_flight=mem["layers_in_flight"], capacity_B=c.accelerator.memory_B, feasible=feasible, reason="")
+        layers_in_flight=mem["layers_in_flight"], capacity_B=c.accelerator.memory_B, feasible=feasible, reason="",
+        recompute_fraction=share)
     return record(TrainStep, model=m.name, cluster=c.name, accelerators=c.accelerators, precision=precision,
                      efficiency=SHAPE_AWARE if eta is None else eta, recompute=_names(rc), attention=attention, zero_stage=zero, tp=tp, pp=pp,
                      dp=dp, cp=cp, ep=ep, micro_batch=b, microbatches=M, interleave=v, global_batch=gb,
-                     seq_len=s, memory=memory, feasible=feasible, reason=reason, **r)
+                     seq_len=s, memory=memory, feasible=feasible, reason=reason, recompute_fraction=share,
+                     elementwise=elementwise, **r)
 
 
 def _num_or_none(x):
@@ -561,7 +592,8 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
                      micro_batch=None, interleave=(1, 2, 4), zero_stage=(0, 1, 2, 3), recompute=None,
                      precision: str = "bf16", efficiency=None, optimizer: str = "adam",
                      sequence_parallel: bool = True, attention: str = "flash", causal: bool = True,
-                     overlap=1.0, tp_overlap=0.0, top: int = 10) -> ParallelSearch:
+                     overlap=1.0, tp_overlap=0.0, recompute_fraction=0.0, elementwise: str = "fused",
+                     top: int = 10) -> ParallelSearch:
     """Evaluate every valid (tp, cp, pp, dp, ep, micro-batch, interleave, ZeRO stage,
     recomputation) layout of ``m`` on ``c`` at once and rank the feasible ones by step time.
 
@@ -578,7 +610,8 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     >>> s.evaluated, s.feasible, s.best.tp * s.best.pp * s.best.dp   # 4 tp × 11 pp × 11 b × 3 v × 4 × 2
     (11616, 1112, 1024)
     """
-    m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap)
+    m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap,
+                                    recompute_fraction, elementwise)
     for name, value in (("global_batch", global_batch), ("seq_len", seq_len)):
         check_single_count(name, value, why=": one search per batch and sequence length")
     check_single_count("top", top)
@@ -630,7 +663,8 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
                                         M=M_).items()}
     r = step_core(m, c, per_param, precision, global_batch, seq_len, sel["tp"], sel["pp"], sel["dp"], sel["cp"],
                   sel["ep"], sel["b"], sel["M"], sel["v"], sel["z"], sel["rc"], sequence_parallel,
-                  attention == "eager", efficiency, overlap, tp_overlap, causal)
+                  attention == "eager", efficiency, overlap, tp_overlap, causal, recompute_fraction,
+                  elementwise == "eager")
     mem = r["memory_per_gpu_B"]
     fits = mem <= c.accelerator.memory_B
     if (~fits).any():
@@ -656,7 +690,7 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
                       precision=precision, efficiency=efficiency, cp=int(sel["cp"][i]), ep=int(sel["ep"][i]),
                       zero_stage=int(sel["z"][i]), optimizer=opt, recompute=RECOMPUTE[int(sel["rc"][i])],
                       sequence_parallel=sequence_parallel, attention=attention, causal=causal, overlap=overlap,
-                      tp_overlap=tp_overlap)
+                      tp_overlap=tp_overlap, recompute_fraction=recompute_fraction, elementwise=elementwise)
     title = f"{m.name} on {n:,} × {c.accelerator.name}, {global_batch} × {seq_len} tokens per step: fastest layouts"
     return ParallelSearch(best=best, ranking=table(rows, title=title), evaluated=total, feasible=int(fits.sum()),
                           excluded=excluded)
