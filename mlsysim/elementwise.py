@@ -29,7 +29,10 @@ weight gradient of a norm) is counted with the tensor it reads. The attention ke
 (FlashAttention) and the GEMMs are timed elsewhere.
 
 Assumptions: activations in 16-bit (``abytes``), norm statistics and angles negligible
-(one value per token, or cached), no dropout (Llama trains without it), torch.compile off.
+(one value per token, or cached), no dropout (Llama trains without it), torch.compile off,
+every kernel at the same streaming bandwidth as a fused one. Time only: the activation memory
+stays that of the fused block (autograd's fp32 copies inside an eager RMSNorm are not added).
+A latent-attention (MLA) block is not modelled here.
 
 Worked number (tested): a Llama-3-8B layer (d = 4,096, Q 4,096, K/V 1,024 wide, repeated 4
 times, d_ff = 14,336) moves 627 kB per token forward and 942 kB backward in eager kernels,
@@ -79,8 +82,7 @@ def layer_bytes(m, abytes: float, tp=1, sp=0) -> tuple[float, float]:
     seq = xp.where(sp, tp, 1)
     q = m.heads * m.head_dim / tp
     kv = m.kv_heads * m.head_dim / xp.minimum(tp, m.kv_heads)   # K/V heads are replicated past kv_heads
-    experts = (m.experts_per_token + m.shared_experts) if m.is_moe else 0
-    width = (experts * m.moe_d_ff if m.is_moe else m.d_ff) / tp
+    width = ((m.experts_per_token + m.shared_experts) * m.moe_d_ff if m.is_moe else m.d_ff) / tp
     if m.norm == "rms":
         nf, nb = _rmsnorm(a)
     else:   # torch.nn.LayerNorm: one kernel, x in, y out; backward reads dy and x, writes dx

@@ -43,8 +43,8 @@ Full recomputation also holds one layer's full activations while that layer is
 recomputed and back-propagated. ``recompute_fraction`` r recomputes a share r of the other
 layers in full (torchtitan's "selective layer" checkpointing, Megatron-LM's
 ``--recompute-num-layers``): those keep only their input, the rest what ``recompute`` keeps,
-and the working copy of one full layer is held as soon as r > 0. The last stage stores the output layer's input and the
-fp32 logits of the loss, 4·s·b·V/t bytes (Korthikanti §4.3).
+and the working copy of one full layer is held as soon as r > 0. The last stage stores the
+output layer's input and the fp32 logits of the loss, 4·s·b·V/t bytes (Korthikanti §4.3).
 
 **Pipeline in flight.** With 1F1B (PipeDream-Flush, Narayanan et al. 2021) the first stage
 holds min(p, m) micro-batches of activations, i.e. the activations of L layers for one

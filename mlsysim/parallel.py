@@ -421,9 +421,6 @@ def _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_over
         raise UnknownNameError("attention", attention, ATTENTION)
     if elementwise not in ELEMENTWISE:
         raise UnknownNameError("elementwise", elementwise, ELEMENTWISE)
-    if elementwise == "eager" and m.is_mla:
-        raise MlsysimError(f"the eager element-wise kernels of {m.name}'s latent attention are not modelled; "
-                           "use elementwise='fused'")
     check_share("recompute_fraction", recompute_fraction)
     if efficiency is not None:
         check_fraction("efficiency", efficiency)
