@@ -329,6 +329,10 @@ def _add_train(commands) -> None:
     p.add_argument("--pp", help="pipeline-parallel degree(s) (default: search)")
     p.add_argument("--zero", help="ZeRO stage(s) (default: search 0-3)")
     p.add_argument("--recompute", help="none, selective or full, or a list (default: search)")
+    p.add_argument("--recompute-fraction", type=float, default=0.0,
+                   help="share of the other layers recomputed in full, 0 to 1 (default 0)")
+    p.add_argument("--elementwise", default="fused",
+                   help="fused (default) or eager: element-wise kernels fused, or one per PyTorch operator")
     p.add_argument("--efficiency", type=float, default=None, help="achieved fraction of peak in the kernels (default: from each GEMM's shape)")
     p.add_argument("--precision", default="bf16")
     p.add_argument("--top", type=int, default=5, help="layouts to rank (default 5)")
@@ -338,13 +342,14 @@ def _add_train(commands) -> None:
 
 def _json_train(s) -> dict:
     """Keys: schema, model, cluster, accelerators, layout {tp, pp, dp, cp, ep, micro_batch,
-    microbatches, interleave, zero_stage, recompute}, step_s, compute_s, comm_s, bubble_s,
+    microbatches, interleave, zero_stage, recompute, recompute_fraction, elementwise}, step_s, compute_s, comm_s, bubble_s,
     optimizer_s, mfu, hfu, tokens_per_s, memory_per_gpu_B, capacity_B, evaluated, feasible."""
     b = s.best
     return {"schema": "mlsysim.train/1", "model": b.model, "cluster": b.cluster, "accelerators": b.accelerators,
             "layout": {"tp": b.tp, "pp": b.pp, "dp": b.dp, "cp": b.cp, "ep": b.ep, "micro_batch": b.micro_batch,
                        "microbatches": b.microbatches, "interleave": b.interleave, "zero_stage": b.zero_stage,
-                       "recompute": b.recompute},
+                       "recompute": b.recompute, "recompute_fraction": b.recompute_fraction,
+                       "elementwise": b.elementwise},
             "step_s": b.step_s, "compute_s": b.compute_s, "comm_s": b.comm_s, "bubble_s": b.bubble_s,
             "optimizer_s": b.optimizer_s, "mfu": b.mfu, "hfu": b.hfu, "tokens_per_s": b.tokens_per_s,
             "memory_per_gpu_B": b.memory_per_gpu_B, "capacity_B": b.memory.capacity_B,
@@ -356,7 +361,8 @@ def _run_train(args) -> int:
     kw = {k: v for k, v in dict(tp=_cands(args.tp), pp=_cands(args.pp), zero_stage=_cands(args.zero),
                                 recompute=_cands(args.recompute, str)).items() if v is not None}
     s = best_parallelism(args.model, _cluster_of(args), args.global_batch, args.seq_len, precision=args.precision,
-                         efficiency=args.efficiency, top=args.top, **kw)
+                         efficiency=args.efficiency, top=args.top, recompute_fraction=args.recompute_fraction,
+                         elementwise=args.elementwise, **kw)
     emit(_json_train(s) if args.json else s, args)
     return 0
 

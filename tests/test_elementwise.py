@@ -130,3 +130,23 @@ def test_torchtitan_series_note_is_what_the_model_says():
     # the op-checkpointing row lies between none and every second layer
     lo, hi = torchtitan("llama-3-8b", 1, 8192, "none", 0.5), torchtitan("llama-3-8b", 1, 8192, "none", 0.0)
     assert f"{hi:,.0f} predicted" in note and f"({lo:,.0f})" in note and lo < 2973 * 1.15
+
+
+def test_cli_train_takes_both_and_refuses_bad_values():
+    import json
+    import subprocess
+    import sys
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "mlsysim.cli", "train", "llama-3-8b", "dgx-a100", "--nodes", "8",
+                               "--global-batch", "64", "--tp", "1", "--pp", "1", "--zero", "3",
+                               "--recompute", "none", *args], capture_output=True, text=True)
+    r = run("--recompute-fraction", "0.5", "--elementwise", "eager", "--json")
+    d = json.loads(r.stdout)
+    assert d["layout"]["recompute_fraction"] == 0.5 and d["layout"]["elementwise"] == "eager"
+    best = ms.best_parallelism("llama-3-8b", A100_64, 64, 8192, tp=[1], pp=[1], zero_stage=[3],
+                               recompute=["none"], recompute_fraction=0.5, elementwise="eager").best
+    assert d["step_s"] == pytest.approx(best.step_s)
+    for bad in (("--recompute-fraction", "1.5"), ("--elementwise", "compiled")):
+        r = run(*bad)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and bad[0].strip("-").split("-")[0] in r.stderr
