@@ -92,7 +92,8 @@ CASES += [
          title=f"{label} TTFT, {p:,}-token prompt, fp16, {tp} x A100, one scalar efficiency 0.70 (s)",
          published=pub, unit="s",
          predict=lambda n=name, t=tp, p=p: prefill(n, "a100-80gb", prompt_tokens=p, precision="fp16", tp=t,
-                                                   efficiency=0.70).time_s, source=TRT + ", v0.5 low-latency table",
+                                                   efficiency=0.70).time_s,
+         source=TRT + ", v0.5 low-latency table",
          **({"tolerance": 0.25, "note": "efficiency=0.70: every FLOP at 70 % of the dense peak, the scalar model; "
                                          "a 2,048-token prompt's GEMMs do run near that rate."} if p == 2048 else
             {"kind": "bound", "direction": "lower", "tolerance": 0.50,
