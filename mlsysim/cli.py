@@ -293,23 +293,26 @@ def _add_serve(commands) -> None:
     p.add_argument("--prompt", type=float, default=2048, help="prompt tokens (default 2048)")
     p.add_argument("--output", type=float, default=256, help="generated tokens (default 256)")
     p.add_argument("--precision", default="bf16")
+    p.add_argument("--efficiency", type=float, default=None,
+                   help="fraction of peak FLOP/s for every pass (default: the prefill's GEMMs timed by shape)")
     add_json_flag(p)
     p.set_defaults(run=_run_serve)
 
 
 def _json_serve(g) -> dict:
     """Keys: schema, model, hardware, tp, batch, prompt_tokens, output_tokens, ttft_s, itl_s, e2e_s,
-    tokens_per_s, footprint_B, capacity_B."""
+    tokens_per_s, footprint_B, capacity_B, prefill_efficiency (fraction of dense peak; achieved by the
+    GEMM shapes unless --efficiency sets it)."""
     return {"schema": "mlsysim.serve/1", "model": g.workload, "hardware": g.hardware, "tp": g.tp,
             "batch": g.batch, "prompt_tokens": g.prompt_tokens, "output_tokens": g.output_tokens,
             "ttft_s": g.ttft_s, "itl_s": g.itl_s, "e2e_s": g.e2e_s, "tokens_per_s": g.tokens_per_s,
-            "footprint_B": g.footprint_B, "capacity_B": g.capacity_B}
+            "footprint_B": g.footprint_B, "capacity_B": g.capacity_B, "prefill_efficiency": g.prefill_efficiency}
 
 
 def _run_serve(args) -> int:
     from .serving import generate
     g = generate(args.model, args.hardware, prompt_tokens=args.prompt, output_tokens=args.output, batch=args.batch,
-                 precision=args.precision, tp=args.tp)
+                 precision=args.precision, tp=args.tp, efficiency=args.efficiency)
     emit(_json_serve(g) if args.json else g, args)
     return 0
 

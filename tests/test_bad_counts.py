@@ -186,7 +186,12 @@ VECTOR = [  # (function, count input, a valid whole value, output read, keyword 
     (ms.roofline, "context_tokens", 512, "time_s", dict(workload="llama-3-8b", hardware="h100")),
     (ms.decode, "batch", 4, "time_s", LLM),
     (ms.decode, "context_tokens", 512, "time_s", LLM),
-    (ms.prefill, "prompt_tokens", 512, "time_s", LLM),
+    (ms.prefill, "prompt_tokens", 512, "time_s", LLM),              # GEMMs timed by shape (the default)
+    (ms.prefill, "prompt_tokens", 512, "time_s", dict(LLM, efficiency=0.70)),   # the scalar override
+    (ms.prefill, "batch", 4, "time_s", LLM),
+    (ms.prefill, "context_tokens", 512, "time_s", LLM),
+    (ms.prefill, "tp", 1, "time_s", LLM),
+    (ms.generate, "prompt_tokens", 512, "e2e_s", LLM),
     (ms.decode, "tp", 1, "time_s", LLM),
     (ms.generate, "output_tokens", 64, "e2e_s", LLM),
     (ms.generate, "batch", 4, "e2e_s", LLM),

@@ -129,11 +129,11 @@ def test_large_sweep_evaluates_each_distinct_shape_once_and_matches_scalars():
         assert v.step_s[i] == pytest.approx(s.step_s) and v.gemm_s[i] == pytest.approx(s.gemm_s)
 
 
-# --- in the serving model (opt-in: efficiency=None) ---------------------------------------------
+# --- in the serving model (the default, efficiency=None) ----------------------------------------
 def test_shape_aware_prefill_times_short_prompts_by_their_tiles():
     kw = dict(precision="fp16")
     short = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=128, efficiency=None, **kw)
-    flat = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=128, **kw)
+    flat = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=128, efficiency=0.70, **kw)
     assert short.time_s > 1.4 * flat.time_s and short.bound == "compute" and flat.bound == "memory"
     assert 0.2 < short.efficiency < 0.5 and short.utilization == pytest.approx(
         short.flops / short.time_s / 312e12)
@@ -141,10 +141,10 @@ def test_shape_aware_prefill_times_short_prompts_by_their_tiles():
     assert long.efficiency == pytest.approx(0.70, abs=0.03)
 
 
-def test_shape_aware_decode_is_the_default_decode_and_arrays_broadcast():
-    a = ms.decode("llama-3-8b", "h100", context_tokens=4096, batch=8)
+def test_shape_aware_decode_is_the_scalar_decode_and_arrays_broadcast():
+    a = ms.decode("llama-3-8b", "h100", context_tokens=4096, batch=8, efficiency=0.70)
     b = ms.decode("llama-3-8b", "h100", context_tokens=4096, batch=8, efficiency=None)
-    assert a.time_s == pytest.approx(b.time_s)
+    assert a.time_s == pytest.approx(b.time_s) and b.efficiency == a.efficiency == 0.70
     prompts = np.array([128.0, 2048.0])
     v = ms.prefill("llama-3-8b", ["a100-80gb", "h100"], prompt_tokens=prompts, efficiency=None)
     assert v.time_s.shape == (2, 2)

@@ -38,13 +38,44 @@ def test_decode_worked_number_llama2_7b_a100():
 
 
 def test_prefill_worked_number_is_compute_bound_and_counts_causal_attention():
-    r = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=2048, precision="fp16")
+    r = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=2048, precision="fp16", efficiency=0.70)
     roof = ms.roofline("llama-2-7b", "a100-80gb", phase="prefill", seq_len=2048, precision="fp16")
     assert r.flops == pytest.approx(roof.flops)         # one model of the pass, shared with roofline
     assert r.compute_s == pytest.approx(roof.flops / (0.7 * 312e12))
     assert r.bound == "compute" and r.time_s == pytest.approx(0.128, rel=0.01)
+    assert round(r.time_s * 1e3, 1) == 127.8            # the scalar override keeps its number
     longer = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=4096, precision="fp16")
     assert longer.flops > 2 * r.flops                   # attention pairs grow quadratically
+
+
+def test_prefill_times_its_gemms_by_shape_by_default():
+    kw = dict(prompt_tokens=2048, precision="fp16")
+    d = ms.prefill("llama-2-7b", "a100-80gb", **kw)
+    n = ms.prefill("llama-2-7b", "a100-80gb", efficiency=None, **kw)
+    assert d == n and d.gemm_shapes and d.time_s == n.time_s
+    assert round(d.time_s * 1e3, 1) == 126.5 and d.bound == "compute"    # docstring worked number
+    # the record's efficiency is the achieved fraction, and it reproduces the compute time
+    assert d.efficiency == pytest.approx(d.flops / (312e12 * d.compute_s))
+    assert d.peak_flops == pytest.approx(d.efficiency * 312e12)
+    assert "GEMM shapes" in str(d) and "71% of peak" in str(d)
+    s = ms.prefill("llama-2-7b", "a100-80gb", efficiency=0.70, **kw)
+    assert not s.gemm_shapes and s.efficiency == 0.70 and "GEMM shapes" not in str(s)
+    # a short prompt: the default lands within 6 % of TensorRT-LLM's 16 ms, the scalar 42 % short
+    shape = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=128, precision="fp16")
+    flat = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=128, precision="fp16", efficiency=0.70)
+    assert abs(shape.time_s / 0.016 - 1) < 0.07 and flat.time_s / 0.016 < 0.6
+
+
+def test_generate_and_plan_use_the_shape_aware_prefill():
+    g = ms.generate("llama-2-7b", "h100", prompt_tokens=128, output_tokens=20)
+    assert g.ttft_s == ms.prefill("llama-2-7b", "h100", prompt_tokens=128).time_s
+    assert g.gemm_shapes and g.prefill_efficiency == pytest.approx(
+        ms.prefill("llama-2-7b", "h100", prompt_tokens=128).efficiency)
+    s = ms.generate("llama-2-7b", "h100", prompt_tokens=128, output_tokens=20, efficiency=0.70)
+    assert s.ttft_s == ms.prefill("llama-2-7b", "h100", prompt_tokens=128, efficiency=0.70).time_s
+    assert s.itl_s == pytest.approx(g.itl_s) and s.prefill_efficiency == 0.70   # decode is unchanged
+    plan = ms.serving_plan("llama-3-8b", "h100", tp=[1], prompt_tokens=4096, output_tokens=512)
+    assert plan.candidates[0]["ttft_s"] == ms.prefill("llama-3-8b", "h100", prompt_tokens=4096).time_s
 
 
 def test_defaults_are_explicit_inputs():
@@ -228,7 +259,14 @@ def test_speculative_speedup_follows_its_definition():
     s = ms.speculative_decode("llama-2-70b", "h100", draft="llama-2-7b", k=4, acceptance_rate=0.8, tp=4)
     assert s.time_per_token_s == pytest.approx((s.draft_s + s.verify_s) / s.tokens_per_step)
     assert s.speedup == pytest.approx(s.baseline_s / s.time_per_token_s)
-    assert s.verify_s == pytest.approx(s.baseline_s, rel=0.05)   # verifying 5 tokens costs about one step
+    flat = ms.speculative_decode("llama-2-70b", "h100", draft="llama-2-7b", k=4, acceptance_rate=0.8, tp=4,
+                                 efficiency=0.70)
+    assert flat.verify_s == pytest.approx(flat.baseline_s, rel=0.05)   # verifying 5 tokens costs about one step
+    assert flat.baseline_s == s.baseline_s and flat.draft_s == s.draft_s  # decode steps do not change
+    # by GEMM shape the 5 rows cost a whole row of output tiles: the verification is compute-bound
+    v = ms.prefill("llama-2-70b", "h100", prompt_tokens=5, context_tokens=2048, tp=4)
+    assert v.bound == "compute" and s.verify_s == pytest.approx(v.time_s)   # no extra head tile for 5 rows
+    assert round(s.verify_s / s.baseline_s, 2) == 1.07 and round(s.speedup, 2) == 1.85
     none = ms.speculative_decode("llama-2-70b", "h100", draft="llama-2-7b", k=4, acceptance_rate=0.0, tp=4)
     assert none.speedup < 1.0                                     # nothing accepted: pure overhead
     assert "speed-up" in str(s)
@@ -298,9 +336,12 @@ def test_serving_plan_agrees_with_decode_and_prefill():
 
 
 def test_utilization_is_achieved_over_dense_peak():
-    r = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=2048, precision="fp16")
+    r = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=2048, precision="fp16", efficiency=0.70)
     assert r.utilization == pytest.approx(r.flops / r.time_s / 312e12)
     assert 0.6 < r.utilization < 0.7                     # close to the 66 % TensorRT-LLM reached
+    d = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=2048, precision="fp16")
+    assert d.utilization == pytest.approx(d.flops / d.time_s / 312e12)
+    assert round(d.utilization, 3) == 0.700              # GEMMs by shape: 0.707 of peak less the fixed costs
 
 
 def test_decode_and_prefill_broadcast_over_hardware_fields():

@@ -91,3 +91,36 @@ def test_accepted_tokens_grow_with_acceptance_and_stay_in_range(k, a1, a2):
     lo, hi = sorted((a1, a2))
     e_lo, e_hi = ms.expected_accepted_tokens(k, lo), ms.expected_accepted_tokens(k, hi)
     assert 1.0 <= e_lo <= e_hi + 1e-12 <= k + 1 + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(MODELS), st.sampled_from(DEVICES), st.integers(1, 8192), st.integers(1, 4096),
+       st.integers(1, 16), st.sampled_from([1, 2, 8]), st.integers(0, 4096))
+def test_shape_aware_ttft_never_decreases_with_prompt_tokens(model, dev, p, extra, b, tp, c):
+    """Tiles and waves only grow with the rows, so a longer prompt never prefills faster (default η)."""
+    m = ms.model(model)
+    assume(c + p + extra <= m.max_context)
+    h = _big(dev)
+    short = ms.prefill(model, h, prompt_tokens=p, batch=b, tp=tp, context_tokens=c)
+    long = ms.prefill(model, h, prompt_tokens=p + extra, batch=b, tp=tp, context_tokens=c)
+    assert short.gemm_shapes and long.time_s >= short.time_s * (1 - 1e-12)
+    assert long.compute_s >= short.compute_s * (1 - 1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(MODELS), st.lists(st.integers(1, 4096), min_size=1, max_size=5),
+       st.lists(st.integers(1, 32), min_size=1, max_size=3))
+def test_shape_aware_prefill_sweep_equals_its_scalar_calls(model, prompts, batches):
+    """A (device x batch x prompt) sweep broadcasts and matches the memoised scalar path entry by entry."""
+    devices = ["a100-80gb", "h100"]
+    p, b = np.array(prompts, float)[None, :], np.array(batches, float)[:, None]
+    hs = [_big(d) for d in devices]
+    v = ms.prefill(model, hs, prompt_tokens=p, batch=b)
+    assert v.time_s.shape == (2, len(batches), len(prompts))
+    for i, h in enumerate(hs):
+        for j, bb in enumerate(batches):
+            for k, pp in enumerate(prompts):
+                s = ms.prefill(model, h, prompt_tokens=pp, batch=bb)
+                assert v.time_s[i, j, k] == np.float64(s.time_s) or np.isclose(v.time_s[i, j, k], s.time_s,
+                                                                                 rtol=1e-12)
+                assert np.isclose(v.efficiency[i, j, k], s.efficiency, rtol=1e-12)

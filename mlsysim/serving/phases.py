@@ -5,7 +5,13 @@ counting causal attention pairs; **decode** adds one token per sequence (its
 time is the inter-token latency, ITL). Both are one pass of
 :mod:`mlsysim.serving.step`:
 
-    T = max(W/tp / (η·P),  Q_gpu / (η_mem·B))  +  T_comm  +  L·t_layer
+    T = max(T_gemm,  Q_gpu / (η_mem·B))  +  T_comm  +  L·t_layer
+
+By default (``efficiency=None``) the compute term T_gemm times each matrix multiply of
+a prefill from its shape (:mod:`mlsysim.kernels`: output tiles in waves over the SMs),
+so a short prompt's few-row GEMMs run below the long prompt's rate; a decode step's
+one-row products keep the scalar :data:`~mlsysim.serving.step.DEFAULT_EFFICIENCY`.
+A number ``efficiency=η`` overrides it with T_gemm = W/tp / (η·P) for every pass.
 
 The ``bound`` reports which roofline term dominates: decode is memory-bound at small
 batch and compute-bound past the ridge. A model too large for one GPU is served with
@@ -23,7 +29,8 @@ from ..tables import Record
 from ..units import fmt
 from .capacity import min_tp
 from .step import (ALLREDUCE_BASE_S, ALLREDUCE_STEP_S, DEFAULT_EFFICIENCY, DEFAULT_LAYER_OVERHEAD_S,
-                   DEFAULT_MEM_EFFICIENCY, _evaluate, _masked, _num, _Setup, _setup, _shape_row, _window)
+                   DEFAULT_MEM_EFFICIENCY, _achieved, _evaluate, _masked, _num, _Setup, _setup, _shape_row,
+                   _window)
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ class InferenceStep(RooflineTerms, Record):
     weight_bytes: object
     kv_bytes: object
     activation_bytes: object
-    peak_flops: object        # achievable: efficiency × dense peak
+    peak_flops: object        # achieved compute rate: efficiency × dense peak
     bandwidth_Bps: object     # achievable: mem_efficiency × spec bandwidth
     compute_s: object
     memory_s: object
@@ -60,7 +67,8 @@ class InferenceStep(RooflineTerms, Record):
     capacity_B: object
     feasible: object
     reason: str = ""
-    efficiency: object = 1.0  # the η that scaled the dense peak
+    efficiency: object = 1.0  # fraction of the dense peak: set, or achieved by the GEMMs' shapes
+    gemm_shapes: bool = False  # True: each GEMM timed from its shape (a prefill at the default)
 
     @property
     def tokens_per_s(self):
@@ -81,7 +89,10 @@ class InferenceStep(RooflineTerms, Record):
                                               else str(self.hardware)),
                 ("phase", self.phase), ("batch", f"{self.batch:g}"),
                 ("tokens", f"{self.tokens:g} new after {self.context_tokens:g} cached"),
-                ("compute time", fmt(self.compute_s, "s")), ("memory time", fmt(self.memory_s, "s")),
+                ("compute time", fmt(self.compute_s, "s")),
+                ("compute rate", f"{fmt(self.peak_flops, 'FLOP/s')}, {self.efficiency:.0%} of peak"
+                                 + (" (GEMM shapes)" if self.gemm_shapes else "")),
+                ("memory time", fmt(self.memory_s, "s")),
                 ("communication", fmt(self.comm_s, "s")), ("fixed overhead", fmt(self.overhead_s, "s")),
                 (label, fmt(self.time_s, "s")), ("bound", self.bound),
                 ("tokens/s", f"{self.tokens_per_s:,.4g}"),
@@ -106,14 +117,9 @@ def _step(s: _Setup, phase, batch, tokens, context) -> InferenceStep:
     return InferenceStep(workload=m.name, hardware=s.hws[0].name if s.one else tuple(h.name for h in s.hws),
                          phase=phase, precision=s.precision, tp=s.tp, batch=batch, tokens=tokens,
                          context_tokens=context, feasible=feasible, reason=reason,
-                         efficiency=_achieved(s, values) if s.eff is None else s.eff, **values)
-
-
-def _achieved(s: _Setup, values: dict):
-    """The fraction of the dense peak that the shape-aware GEMM times amount to."""
-    peak = s.hws[0].peak(s.precision) if s.one else np.array([h.peak(s.precision) for h in s.hws]).reshape(
-        (-1,) + (1,) * (np.ndim(values["peak_flops"]) - 1))
-    return values["peak_flops"] / peak
+                         efficiency=s.eff if s.eff is not None else
+                         _achieved(s, values["peak_flops"]) if phase == "prefill" else DEFAULT_EFFICIENCY,
+                         gemm_shapes=s.eff is None and phase == "prefill", **values)
 
 
 def _fit_message(s: _Setup, phase, batch, context, footprint) -> str:
@@ -131,37 +137,53 @@ def _fit_message(s: _Setup, phase, batch, context, footprint) -> str:
 
 def prefill(model, hardware, prompt_tokens=2048, batch=1, precision: str = "bf16", tp=1, context_tokens=0,
             weight_precision: str | None = None, kv_precision: str | None = None,
-            efficiency=DEFAULT_EFFICIENCY, mem_efficiency=DEFAULT_MEM_EFFICIENCY,
+            efficiency=None, mem_efficiency=DEFAULT_MEM_EFFICIENCY,
             layer_overhead_s=DEFAULT_LAYER_OVERHEAD_S, allreduce_base_s=ALLREDUCE_BASE_S,
             allreduce_step_s=ALLREDUCE_STEP_S) -> InferenceStep:
     """Time to first token: one pass over ``prompt_tokens`` new tokens of ``batch`` sequences.
 
-    T = max(W/tp/(η·P), Q_gpu/(η_mem·B)) + 2·L·(t_base + allreduce) + L·t_layer (module
+    T = max(T_gemm, Q_gpu/(η_mem·B)) + 2·L·(t_base + allreduce) + L·t_layer (module
     docstring). W counts 2 FLOP per multiply-add of every weight for every prompt token,
     causal attention over ``context_tokens`` cached plus t(t+1)/2 new pairs, and the
     logits of the last token only. Prefill is compute-bound for prompts longer than a
     few hundred tokens, so TTFT follows the GPU's FLOP/s.
 
+    **Compute term.** By default (``efficiency=None``) T_gemm sums each GEMM's time from its
+    shape (:mod:`mlsysim.kernels`): the QKV, output, MLP and head projections with
+    batch × tokens rows after the TP split, the attention scores as batched products, each
+    in 128- or 256-row output tiles run in waves over the SMs at the part's best matmul
+    rate. A long prompt fills the waves and runs near that rate; a short prompt's few-row
+    GEMMs leave SMs idle, so its TTFT is longer than the long prompt's rate suggests.
+    ``efficiency`` is then the achieved fraction W/tp / (P·T_gemm). A number η instead sets
+    T_gemm = W/tp / (η·P) at any length (the older scalar model; 0.70 =
+    :data:`~mlsysim.serving.step.DEFAULT_EFFICIENCY` is the usual choice). Assumptions as in
+    :mod:`mlsysim.kernels`: no split-K, no overlap of GEMMs with each other.
+
     Parameters: ``model`` and ``hardware`` (name or record; a list of devices adds a
     leading axis); ``prompt_tokens``, ``batch``, ``context_tokens`` (a cached prefix),
     ``tp`` (GPUs of one node splitting the model) — numbers or arrays that broadcast;
     ``precision`` sets the peak and the activations, ``weight_precision`` and
-    ``kv_precision`` the bytes stored; ``efficiency``, ``mem_efficiency``,
-    ``layer_overhead_s``, ``allreduce_base_s``, ``allreduce_step_s`` as documented
-    at their defaults (module constants). ``efficiency=None`` times each GEMM from its
-    shape (:mod:`mlsysim.kernels`): a short prompt's few-row GEMMs leave SMs idle, and
-    its TTFT comes out longer than at the long prompt's rate (TensorRT-LLM measured 16 ms
-    for 128 tokens below; the default η gives 9.2 ms).
+    ``kv_precision`` the bytes stored; ``efficiency`` (None: by GEMM shape, or a fraction
+    of the dense peak), ``mem_efficiency``, ``layer_overhead_s``, ``allreduce_base_s``,
+    ``allreduce_step_s`` as documented at their defaults (module constants).
 
-    >>> round(prefill("llama-2-7b", "a100-80gb", prompt_tokens=128, precision="fp16",
-    ...               efficiency=None).time_s * 1e3, 1)
-    15.0
-
-    Worked number (TensorRT-LLM measured 133 ms): LLaMA-7B, 2,048 tokens, fp16, A100
+    Worked numbers (TensorRT-LLM measured 133 ms and 16 ms): LLaMA-7B, fp16, A100-80GB.
+    2,048 tokens: 27.6 TFLOP at 71 % of the 312 TFLOP/s peak, 126.5 ms; the scalar
+    η = 0.70 gives 127.8 ms.
 
     >>> r = prefill("llama-2-7b", "a100-80gb", prompt_tokens=2048, precision="fp16")
-    >>> r.bound, round(r.time_s * 1e3)
-    ('compute', 128)
+    >>> r.bound, round(r.time_s * 1e3, 1), round(r.efficiency, 3)
+    ('compute', 126.5, 0.707)
+    >>> round(prefill("llama-2-7b", "a100-80gb", prompt_tokens=2048, precision="fp16",
+    ...               efficiency=0.70).time_s * 1e3, 1)
+    127.8
+
+    128 tokens: one row of output tiles per GEMM, too few to fill the 108 SMs — 39 % of
+    peak, 15.1 ms; the scalar η = 0.70 would call it memory-bound at 9.2 ms.
+
+    >>> r = prefill("llama-2-7b", "a100-80gb", prompt_tokens=128, precision="fp16")
+    >>> r.bound, round(r.time_s * 1e3, 1), round(r.efficiency, 2)
+    ('compute', 15.1, 0.39)
     """
     s = _setup(model, hardware, precision, tp, weight_precision, kv_precision, efficiency, mem_efficiency,
                layer_overhead_s, allreduce_base_s, allreduce_step_s)
@@ -170,7 +192,7 @@ def prefill(model, hardware, prompt_tokens=2048, batch=1, precision: str = "bf16
 
 def decode(model, hardware, context_tokens=2048, batch=1, precision: str = "bf16", tp=1,
            weight_precision: str | None = None, kv_precision: str | None = None,
-           efficiency=DEFAULT_EFFICIENCY, mem_efficiency=DEFAULT_MEM_EFFICIENCY,
+           efficiency=None, mem_efficiency=DEFAULT_MEM_EFFICIENCY,
            layer_overhead_s=DEFAULT_LAYER_OVERHEAD_S, allreduce_base_s=ALLREDUCE_BASE_S,
            allreduce_step_s=ALLREDUCE_STEP_S) -> InferenceStep:
     """One decode step: each of ``batch`` sequences adds a token after ``context_tokens`` cached.
@@ -180,7 +202,10 @@ def decode(model, hardware, context_tokens=2048, batch=1, precision: str = "bf16
     so small batches are memory-bound; the step turns compute-bound when the batch
     passes about the ridge point (for a short cache) — with a long cache the KV
     traffic grows with the batch as fast as the work and decode stays memory-bound.
-    Arguments as in :func:`prefill`.
+    Arguments as in :func:`prefill`. The compute term of a decode step is W/tp / (η·P) with
+    η = :data:`~mlsysim.serving.step.DEFAULT_EFFICIENCY` (0.70) at the default
+    ``efficiency=None`` too: its products have one row per sequence and run as GEMV-like
+    kernels that stream the weights (the memory term), not as 128-row tiles.
 
     Worked number (gpt-fast measured 104.9 tokens/s): Llama-2-7B, bf16, A100-80GB
 

@@ -74,7 +74,8 @@ def serving_plan(model, hardware, ttft_s=0.5, itl_s=0.03, prompt_tokens=4096, ou
     cached, the slowest step); the largest batch is the largest one whose ITL meets
     ``itl_s`` and whose caches fit; throughput = batch / ITL. A candidate meets the
     targets when TTFT ≤ ``ttft_s`` and at least one sequence meets ``itl_s``;
-    ``best`` maximises generated tokens/s per GPU. Default efficiencies throughout.
+    ``best`` maximises generated tokens/s per GPU. Default efficiencies throughout: the
+    prefill's GEMMs timed by shape, the decode steps at :data:`~mlsysim.serving.step.DEFAULT_EFFICIENCY`.
 
     >>> plan = serving_plan("llama-3-70b", ["h100", "h200"], ttft_s=0.5, itl_s=0.03)
     >>> (plan.best["device"], plan.best["tp"]), round(plan.best["max_batch"])

@@ -4,19 +4,23 @@ The engine behind :func:`~mlsysim.serving.prefill`, :func:`~mlsysim.serving.deco
 other serving solvers. **Step time** of a pass on ``tp`` GPUs that split it by tensor
 parallelism (Shoeybi et al. 2019, Megatron-LM §3):
 
-    T = max(W/tp / (η·P),  Q_gpu / (η_mem·B))  +  T_comm  +  L·t_layer
+    T = max(T_gemm,  Q_gpu / (η_mem·B))  +  T_comm  +  L·t_layer
 
 * W, Q — FLOP and bytes of the pass; on each GPU the FLOP, the
   weight bytes and the KV traffic are divided by ``tp`` (KV heads that cannot be
   divided are replicated, below); the residual stream stays whole on every GPU.
-* η, η_mem — achievable fractions of dense peak and of HBM bandwidth
-  (``efficiency``, ``mem_efficiency``): the roofline is a bound, these make it an
-  estimate. Defaults and their sources: :data:`DEFAULT_EFFICIENCY`,
-  :data:`DEFAULT_MEM_EFFICIENCY`. ``efficiency=None`` times each matrix multiply from its
-  shape instead (:mod:`mlsysim.kernels`: the QKV, output, MLP and head projections with
-  batch × tokens rows after the TP split, the attention scores as batched products), so a
-  short prompt's few-row GEMMs that leave SMs idle are no longer timed at the long
-  prompt's rate.
+* T_gemm — the compute time of the pass. By default (``efficiency=None``) each matrix
+  multiply of a prefill is timed from its shape (:mod:`mlsysim.kernels`: the QKV, output,
+  MLP and head projections with batch × tokens rows after the TP split, the attention
+  scores as the 128 × 128 blocks a causal kernel computes; output tiles in waves over the
+  SMs), so a short prompt's
+  few-row GEMMs that leave SMs idle are not timed at the long prompt's rate. A decode
+  step's products have one row per sequence (GEMV-like kernels that stream the weights):
+  they keep T_gemm = W/tp / (η·P) with η = :data:`DEFAULT_EFFICIENCY`. A number
+  ``efficiency=η`` overrides both: T_gemm = W/tp / (η·P) for every pass.
+* η_mem — achievable fraction of HBM bandwidth (``mem_efficiency``), default and source
+  :data:`DEFAULT_MEM_EFFICIENCY`: the roofline is a bound, the efficiencies make it an
+  estimate.
 * T_comm = 2·L·(t_base + allreduce(S, tp, β, α)) — two all-reduces per layer
   (after attention and after the MLP) of S = batch·tokens·d_model·bytes, a ring
   over the node's per-direction scale-up link β (``Hardware.scaleup_Bps``) with
@@ -39,6 +43,7 @@ False (arrays).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,10 +59,12 @@ from ..workloads import Transformer
 
 # --- defaults, each from a published measurement -----------------------------
 DEFAULT_EFFICIENCY = 0.70
-"""Achieved fraction of dense peak FLOP/s for the GEMMs and attention of a pass.
-Large fp16/bf16 GEMMs reach 80–90 % of peak and attention kernels 50–73 % on an
-A100 (Dao 2023, FlashAttention-2, §1 and §4), up to 75 % on an H100 (Shah et al.
-2024, FlashAttention-3); a Transformer pass mixes both, hence 0.70."""
+"""Achieved fraction of dense peak FLOP/s for the GEMMs and attention of a pass, where a
+scalar is used: the compute term of every decode step, and of every pass when a caller
+sets ``efficiency`` (prefill otherwise times its GEMMs by shape). Large fp16/bf16 GEMMs
+reach 80–90 % of peak and attention kernels 50–73 % on an A100 (Dao 2023,
+FlashAttention-2, §1 and §4), up to 75 % on an H100 (Shah et al. 2024, FlashAttention-3);
+a Transformer pass mixes both, hence 0.70."""
 
 DEFAULT_MEM_EFFICIENCY = MEMORY_EFFICIENCY
 """Achieved fraction of spec HBM bandwidth for streaming kernels: 0.83, the training step's
@@ -81,6 +88,11 @@ DEFAULT_MEMORY_FRACTION = 0.9
 """Share of device memory a serving engine gives to weights and KV cache; the rest
 holds activations, workspaces and the CUDA context (vLLM's default
 ``gpu_memory_utilization`` = 0.9)."""
+
+
+ATTENTION_BLOCK = 128
+"""Query and key block (rows × columns) of a fused attention kernel: 128 × 128, the smallest
+output tile of :data:`mlsysim.kernels.TILES` (FlashAttention-2 uses 128-row query blocks, Dao 2023)."""
 
 
 # --- helpers shared by the result records and solvers -----------------------------
@@ -155,7 +167,7 @@ class _Setup:
     step_s: object
 
 
-def _setup(model, hardware, precision, tp, wp, kp, eff=DEFAULT_EFFICIENCY, mem_eff=DEFAULT_MEM_EFFICIENCY,
+def _setup(model, hardware, precision, tp, wp, kp, eff=None, mem_eff=DEFAULT_MEM_EFFICIENCY,
            layer_s=DEFAULT_LAYER_OVERHEAD_S, base_s=ALLREDUCE_BASE_S, step_s=ALLREDUCE_STEP_S) -> _Setup:
     m = _transformer(model)
     one = isinstance(hardware, (str, Hardware))
@@ -179,6 +191,15 @@ def _setup(model, hardware, precision, tp, wp, kp, eff=DEFAULT_EFFICIENCY, mem_e
     return _Setup(m, one, hws, precision, wp, kp, tp, share, ok, eff, mem_eff, layer_s, base_s, step_s)
 
 
+def _achieved(s: _Setup, rate):
+    """Fraction of the dense peak that an achieved compute rate (FLOP/s, stacked over the
+    devices of ``s`` when there are several) amounts to."""
+    if s.one:
+        return rate / s.hws[0].peak(s.precision)
+    peak = np.array([h.peak(s.precision) for h in s.hws])
+    return rate / peak.reshape((-1,) + (1,) * (np.ndim(rate) - 1))
+
+
 def _cost(s: _Setup, phase: str, batch, tokens, context) -> dict:
     """Per-GPU FLOP, traffic and resident bytes of one pass (no hardware yet)."""
     m, tp = s.m, s.tp
@@ -196,10 +217,6 @@ def _cost(s: _Setup, phase: str, batch, tokens, context) -> dict:
     return out
 
 
-def _pairs(tokens, context):
-    return tokens * context + tokens * (tokens + 1) / 2.0
-
-
 def _shape_compute_s(s: _Setup, hw: Hardware, flops, phase, batch, tokens, context):
     """Shape-aware compute time of a pass. A prefill's GEMMs are timed tile by tile (memoised
     for plain numbers, the scalar path). A decode step's products have one row per sequence:
@@ -214,11 +231,24 @@ def _shape_compute_s(s: _Setup, hw: Hardware, flops, phase, batch, tokens, conte
                     lambda: _gemm_compute_s(s, hw, batch, tokens, context))
 
 
+def _causal_blocks(tokens, context, block):
+    """Query × key blocks of ``block`` × ``block`` that causal attention computes for ``tokens`` new
+    queries after ``context`` cached keys: query block i (of n = ⌈t/block⌉) needs the keys up to
+    c + its last row, so Σ_i ⌈(c + min((i+1)·block, t))/block⌉ = (n−1)·⌈c/block⌉ + n(n−1)/2 +
+    ⌈(c+t)/block⌉. Blocks wholly above the diagonal are skipped, those it crosses run in full
+    (FlashAttention-2's causal loop, Dao 2023 §3.1); never decreasing in t or c."""
+    ceil = (lambda x: float(math.ceil(x))) if _scalar(tokens, context) else np.ceil
+    n = ceil(tokens / block)
+    return (n - 1.0) * ceil(context / block) + n * (n - 1.0) / 2.0 + ceil((context + tokens) / block)
+
+
 def _gemm_compute_s(s: _Setup, hw: Hardware, batch, tokens, context):
     """Seconds of a pass's matrix multiplies on one GPU, each timed from its shape: per layer
     the attention input and output projections and the MLP (or the routed and shared experts)
     with batch × tokens rows after the TP split, the output head for the last token of each
-    sequence, and the attention scores as batched products at their tile efficiency."""
+    sequence, and the attention scores as the 128 × 128 blocks that causal attention computes
+    (:func:`_causal_blocks`) in waves over the SMs; the weighted values (and, over layers, every
+    layer) at the same rate per FLOP as the scores."""
     from ..kernels import layer_gemms, tile_time
     m, tp, p = s.m, s.tp, s.precision
     g, d, rows = layer_gemms(m), m.d_model, batch * tokens
@@ -234,10 +264,10 @@ def _gemm_compute_s(s: _Setup, hw: Hardware, batch, tokens, context):
                 + tile_time(rows, d, g["e_down_k"] / tp, hw, p, m.shared_experts)
         total = total + m.moe_layers * moe
     head = tile_time(batch, m.vocab / tp, d, hw, p)   # logits of the last token only
-    heads = batch * m.heads / tp
-    keys = context + tokens
-    core = tile_time(tokens, keys, g["qk"], hw, p, heads, roofline=False) / (2.0 * heads * tokens * keys * g["qk"])
-    attention = batch * _pairs(tokens, context) * m.attention_flops_per_pair(absorbed=False) / tp * core
+    blocks = _causal_blocks(tokens, context, ATTENTION_BLOCK)
+    scores = tile_time(ATTENTION_BLOCK * blocks, ATTENTION_BLOCK, g["qk"], hw, p, batch * m.heads / tp,
+                       roofline=False)                       # one layer's q·k products, every head
+    attention = scores * m.attention_flops_per_pair(absorbed=False) / (2.0 * m.heads * g["qk"])
     return total + head + attention
 
 
