@@ -89,7 +89,10 @@ def test_cloud_offer_must_rent_the_same_device():
 def test_more_reasoning_never_costs_less(k, dk):
     a = ms.reasoning_service(**BASE, steps=k)
     b = ms.reasoning_service(**BASE, steps=k + dk)
-    assert b.usd_per_year >= a.usd_per_year and b.e2e_s > a.e2e_s
+    assert b.usd_per_year >= a.usd_per_year
+    # a longer request is slower on the same replica; past the point where its KV cache needs a
+    # wider replica (tp 4 -> 8 for 5 steps), that replica's faster passes may serve it sooner
+    assert b.e2e_s > a.e2e_s or b.tp > a.tp
 
 
 @settings(max_examples=15, deadline=None)
