@@ -56,6 +56,14 @@ DEFAULT_MATMUL_EFFICIENCY = 0.80
 #: GPUs reach 80–90 % of the datasheet figure.
 MEMORY_EFFICIENCY = 0.83
 
+#: Rows up to which a matrix multiply runs as a GEMV-like kernel rather than in output tiles:
+#: 64, the smallest tensor-core tile height of a Hopper warpgroup MMA (``wgmma`` M = 64; NVIDIA
+#: PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply") and of CUTLASS's small tiles. With
+#: so few rows a library splits the reduction dimension over the SMs (split-K) instead of
+#: leaving most of them idle, and the kernel streams the weights at the memory roof; the
+#: serving models time such passes like a decode step (:mod:`mlsysim.serving.step`).
+THIN_ROWS = 64
+
 #: Fixed cost of one decoder layer's kernels in one forward pass (s): about ten kernels (two
 #: norms, QKV projection, rotary embedding, attention, output projection, residual add, MLP
 #: up/gate, activation, down projection), each paying a few µs of launch gap, DRAM-latency

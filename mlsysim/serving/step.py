@@ -221,12 +221,19 @@ def _shape_compute_s(s: _Setup, hw: Hardware, flops, phase, batch, tokens, conte
     """Shape-aware compute time of a pass. A prefill's GEMMs are timed tile by tile (memoised
     for plain numbers, the scalar path). A decode step's products have one row per sequence:
     GEMV-like kernels, not 128-row tiles, stream the weights (the memory term), and their few
-    FLOPs keep the scalar :data:`DEFAULT_EFFICIENCY`, so ``decode`` is the same either way."""
+    FLOPs keep the scalar :data:`DEFAULT_EFFICIENCY`, so ``decode`` is the same either way; so
+    does a prefill of at most :data:`mlsysim.kernels.THIN_ROWS` rows (batch × new tokens), which
+    runs the same kind of kernel: a one-token prefill costs what a decode step costs."""
+    from ..kernels import THIN_ROWS
+    scalar_s = flops / (hw.peak(s.precision) * DEFAULT_EFFICIENCY)
     if phase == "decode":
-        return flops / (hw.peak(s.precision) * DEFAULT_EFFICIENCY)
+        return scalar_s
+    thin = batch * tokens <= THIN_ROWS
+    if _scalar(batch, tokens) and thin:
+        return scalar_s
     if (not _scalar(batch, tokens, context) or type(s.tp) is not int or np.ndim(hw.peak(s.precision))
             or np.ndim(hw.memory_bw_Bps)):
-        return _gemm_compute_s(s, hw, batch, tokens, context)
+        return np.where(thin, scalar_s, _gemm_compute_s(s, hw, batch, tokens, context))
     return memoised(s.m, "_prefill_gemm_cache", hw, s.precision, (s.tp, batch, tokens, context),
                     lambda: _gemm_compute_s(s, hw, batch, tokens, context))
 
