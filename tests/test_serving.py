@@ -358,3 +358,17 @@ def test_decode_and_prefill_broadcast_over_hardware_fields():
     assert itl[1] == pytest.approx(ms.decode("llama-3-8b", "h100", context_tokens=1024).time_s)
     ttft = ms.prefill("llama-3-8b", h, prompt_tokens=2048).time_s
     assert ttft.shape == (3,)
+
+
+def test_thin_prefill_costs_a_decode_step_and_ttft_never_falls_at_the_switch():
+    from mlsysim.kernels import THIN_ROWS
+    for model, hw, tp in [("llama-3-8b", "a100", 1), ("llama-2-70b", "h100", 4), ("llama-2-70b", "h100", 8)]:
+        one = ms.prefill(model, hw, prompt_tokens=1, context_tokens=2048, tp=tp)
+        step = ms.decode(model, hw, context_tokens=2048, tp=tp)
+        assert one.time_s == pytest.approx(step.time_s, rel=0.01) and one.bound == step.bound == "memory"
+        times = [ms.prefill(model, hw, prompt_tokens=t, tp=tp).time_s for t in (THIN_ROWS - 1, THIN_ROWS,
+                                                                              THIN_ROWS + 1)]
+        assert times[0] <= times[1] <= times[2]
+    sweep = ms.prefill("llama-3-8b", "h100", prompt_tokens=np.arange(1, 200))
+    assert np.all(np.diff(sweep.time_s) >= 0)
+    assert sweep.time_s[THIN_ROWS - 1] == ms.prefill("llama-3-8b", "h100", prompt_tokens=THIN_ROWS).time_s
