@@ -597,8 +597,10 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     Candidates default to: tp the divisors of the GPUs per node, pp the divisors of the GPU
     count, dp the GPUs left over, micro-batches the divisors of ``global_batch``, ep 1 (the
     divisors of the expert count for a MoE), recomputation none and full (and selective for
-    eager attention; with FlashAttention it equals none). Each may be given as a sequence. The
-    whole grid is one broadcast evaluation of the step model of :func:`train_step`.
+    eager attention; with FlashAttention it equals none) and no share of the other layers
+    recomputed in full (``recompute_fraction``). Each may be given as a sequence
+    (``recompute_fraction=(0, 0.25, 0.5)`` lets the search find the least recomputation that
+    fits). The whole grid is one broadcast evaluation of the step model of :func:`train_step`.
     Excluded candidates are counted under the first rule they break (a fractional candidate in
     a sequence, under "… must be a whole number"; a single fractional value raises).
 
@@ -619,7 +621,8 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     cands = dict(tp=pick(tp, _divisors(g)), pp=pick(pp, _divisors(n)), cp=cp,
                  ep=pick(ep, _divisors(m.experts) if m.is_moe else (1,)),
                  b=pick(micro_batch, _divisors(global_batch)), v=interleave, zero=zero_stage,
-                 rc=[recompute_code(r) for r in ([recompute] if isinstance(recompute, str) else recompute)])
+                 rc=[recompute_code(r) for r in ([recompute] if isinstance(recompute, str) else recompute)],
+                 rf=np.atleast_1d(np.asarray(recompute_fraction, dtype=float)).ravel())
     names, fractional = dict(b="micro_batch", v="interleave", zero="zero_stage"), []
     for k, vals in cands.items():
         one = isinstance(vals, (str, bytes)) or np.ndim(vals) == 0
@@ -627,15 +630,15 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
             cands[k] = vals = [vals]
         if len(vals) == 0:
             raise MlsysimError(f"no candidates given for {names.get(k, k)}")
-        if k != "rc":
+        if k not in ("rc", "rf"):
             low = 0 if k == "zero" else 1
             if one:
                 check_integer(names.get(k, k), vals, minimum=low)
             elif check_count(names.get(k, k), vals, minimum=low) is not None:
                 fractional.append(k)   # a list with fractional candidates: those are excluded below
-    grids = np.meshgrid(*(np.asarray(v, dtype=float if fractional else np.int64) for v in cands.values()),
-                        indexing="ij")
-    tp_, pp_, cp_, ep_, b_, v_, z_, rc_ = flat = [a.ravel() for a in grids]
+    grids = np.meshgrid(*(np.asarray(v, dtype=float if fractional or k == "rf" else np.int64)
+                          for k, v in cands.items()), indexing="ij")
+    tp_, pp_, cp_, ep_, b_, v_, z_, rc_, rf_ = flat = [a.ravel() for a in grids]
     total = tp_.size
     dp_ = n // (tp_ * pp_ * cp_)
     M_ = global_batch // np.maximum(dp_ * b_, 1)
@@ -645,7 +648,8 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
              (dp_ * b_ * M_ != global_batch, "dp × micro-batch does not divide the global batch")]
     rules += structure_violations(m, tp_, pp_, cp_, ep_, dp_, v_, seq_len)
     rules += [((v_ > 1) & (M_ % pp_ != 0), "interleaving needs micro-batches divisible by pp"),
-              ((v_ > 1) & (M_ < pp_), "interleaving needs at least pp micro-batches")]
+              ((v_ > 1) & (M_ < pp_), "interleaving needs at least pp micro-batches"),
+              ((rc_ == 2) & (rf_ > 0), "full recomputation already re-runs every layer")]
     excluded, bad = {}, np.zeros(total, dtype=bool)
     for mask, reason in rules:
         new = np.asarray(mask) & ~bad
@@ -656,11 +660,11 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     if keep.size == 0:
         raise InfeasibleError(f"no layout of {m.name} on {n:,} GPUs passes the rules: "
                               + "; ".join(f"{k} ({v:,})" for k, v in excluded.items()))
-    sel = {k: a[keep] for k, a in dict(tp=tp_, pp=pp_, cp=cp_, ep=ep_, b=b_, v=v_, z=z_, rc=rc_, dp=dp_,
-                                        M=M_).items()}
+    sel = {k: a[keep] for k, a in dict(tp=tp_, pp=pp_, cp=cp_, ep=ep_, b=b_, v=v_, z=z_, rc=rc_, rf=rf_,
+                                        dp=dp_, M=M_).items()}
     r = step_core(m, c, per_param, precision, global_batch, seq_len, sel["tp"], sel["pp"], sel["dp"], sel["cp"],
                   sel["ep"], sel["b"], sel["M"], sel["v"], sel["z"], sel["rc"], sequence_parallel,
-                  attention == "eager", efficiency, overlap, tp_overlap, causal, recompute_fraction,
+                  attention == "eager", efficiency, overlap, tp_overlap, causal, sel["rf"],
                   elementwise == "eager")
     mem = r["memory_per_gpu_B"]
     fits = mem <= c.accelerator.memory_B
@@ -676,7 +680,8 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
         rows.append({"tp": int(sel["tp"][i]), "cp": int(sel["cp"][i]), "pp": int(sel["pp"][i]),
                      "dp": int(sel["dp"][i]), **({"ep": int(sel["ep"][i])} if m.is_moe else {}),
                      "micro-batch": int(sel["b"][i]), "micro-batches": int(sel["M"][i]), "v": int(sel["v"][i]),
-                     "ZeRO": int(sel["z"][i]), "recompute": RECOMPUTE[int(sel["rc"][i])],
+                     "ZeRO": int(sel["z"][i]),
+                     "recompute": RECOMPUTE[int(sel["rc"][i])] + (f" + {sel['rf'][i]:.0%} full" if sel["rf"][i] else ""),
                      "step": fmt(r["step_s"][i], "s"), "MFU": f"{r['mfu'][i]:.1%}",
                      "bubble": f"{r['bubble_s'][i] / r['step_s'][i]:.0%}",
                      "comm": f"{(r['step_s'][i] - r['compute_s'][i] - r['bubble_s'][i]) / r['step_s'][i]:.0%}",
@@ -687,7 +692,7 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
                       precision=precision, efficiency=efficiency, cp=int(sel["cp"][i]), ep=int(sel["ep"][i]),
                       zero_stage=int(sel["z"][i]), optimizer=opt, recompute=RECOMPUTE[int(sel["rc"][i])],
                       sequence_parallel=sequence_parallel, attention=attention, causal=causal, overlap=overlap,
-                      tp_overlap=tp_overlap, recompute_fraction=recompute_fraction, elementwise=elementwise)
+                      tp_overlap=tp_overlap, recompute_fraction=float(sel["rf"][i]), elementwise=elementwise)
     title = f"{m.name} on {n:,} × {c.accelerator.name}, {global_batch} × {seq_len} tokens per step: fastest layouts"
     return ParallelSearch(best=best, ranking=table(rows, title=title), evaluated=total, feasible=int(fits.sum()),
                           excluded=excluded)

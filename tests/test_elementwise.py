@@ -150,3 +150,32 @@ def test_cli_train_takes_both_and_refuses_bad_values():
     for bad in (("--recompute-fraction", "1.5"), ("--elementwise", "compiled")):
         r = run(*bad)
         assert r.returncode == 2 and "Traceback" not in r.stderr and bad[0].strip("-").split("-")[0] in r.stderr
+
+
+def test_search_takes_recompute_fraction_candidates():
+    c = ms.cluster("dgx-h100", nodes=16)
+    one = ms.best_parallelism("llama-3-70b", c, 256, 4096, recompute=("none", "full"), recompute_fraction=0.0)
+    many = ms.best_parallelism("llama-3-70b", c, 256, 4096, recompute=("none", "full"),
+                               recompute_fraction=(0.0, 0.25, 0.5))
+    assert many.evaluated == 3 * one.evaluated
+    rule = "full recomputation already re-runs every layer"   # full + a share: the same layout twice
+    assert many.excluded[rule] > 0 and rule not in one.excluded
+    assert many.best.step_s <= one.best.step_s
+    b = many.best
+    again = ms.train_step("llama-3-70b", c, 256, 4096, tp=b.tp, pp=b.pp, dp=b.dp, micro_batch=b.micro_batch,
+                          interleave=b.interleave, zero_stage=b.zero_stage, recompute=b.recompute,
+                          recompute_fraction=b.recompute_fraction)
+    assert again.step_s == pytest.approx(b.step_s)
+    with pytest.raises(ms.MlsysimError, match="recompute_fraction"):
+        ms.best_parallelism("llama-3-70b", c, 256, 4096, recompute_fraction=(0.0, 1.5))
+
+
+def test_llama3_series_note_is_what_the_model_says():
+    from mlsysim.validation.training import LLAMA3_TABLE4, SERIES, llama3_least_recompute
+    note = next(s for s in SERIES if s.name.startswith("Llama 3")).note
+    runs = [llama3_least_recompute(row) for row in LLAMA3_TABLE4[:2]]
+    assert [r.recompute_fraction for r in runs] == [0.25, 0.0]
+    assert "a quarter of the layers at 8K GPUs, none at 16K" in note
+    assert [round(r.mfu * 100) for r in runs] == [49, 48] and "49 % and 48 %" in note
+    misses = [round((r.mfu / row[7] - 1) * 100) for r, row in zip(runs, LLAMA3_TABLE4)]
+    assert misses == [15, 17] and "15 and 17 % above" in note
