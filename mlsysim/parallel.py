@@ -195,7 +195,8 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     # hardware attention FLOPs per token and layer: eager kernels compute the whole masked
     # score matrix; causal FlashAttention skips the tiles above the diagonal (half of them)
     pair = pair_per_key * s * (0.5 if causal and not eager else 1.0)
-    att_mult = (3 + (rc >= 1)) if eager else (3.5 + full)  # FlashAttention's backward: 2.5× forward
+    again = (rc >= 1) + (rc == 0) * share   # share of the layers whose attention core runs twice
+    att_mult = (3 + again) if eager else (3.5 + full)  # FlashAttention's backward: 2.5× forward
     tokens = b * s / cp
     flops = tokens * (2 * stage_mm * (3 + full) + 6 * V * d + Ls * pair * att_mult) / tp
     if eta is None:   # shape-aware kernel efficiency (mlsysim.kernels)
@@ -213,7 +214,7 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     # eager attention also streams its b·a·s² score tensors through HBM (fp16): 13 bytes per
     # score forward (QKᵀ out, softmax in/out, dropout in/out/mask, PV in), 21 backward, and
     # the forward again when recomputed
-    scores = (ab / 2 * m.heads * s * (34 + 13 * (rc >= 1)) / tp) if eager else 0.0
+    scores = (ab / 2 * m.heads * s * (34 + 13 * again) / tp) if eager else 0.0
     if unfused:   # one kernel per PyTorch operator (mlsysim.elementwise), and an fp32 loss
         fwd_B, bwd_B = layer_bytes(m, ab, tp, sp)
         traffic = Ls * tokens * (fwd_B * (1 + full) + bwd_B + scores) + tokens * loss_bytes(m, ab, tp)

@@ -150,3 +150,13 @@ def test_cli_train_takes_both_and_refuses_bad_values():
     for bad in (("--recompute-fraction", "1.5"), ("--elementwise", "compiled")):
         r = run(*bad)
         assert r.returncode == 2 and "Traceback" not in r.stderr and bad[0].strip("-").split("-")[0] in r.stderr
+
+
+@pytest.mark.parametrize("attention, seq_len", [("flash", 8192), ("eager", 2048)])
+def test_recomputing_every_layer_in_full_is_full_recomputation(attention, seq_len):
+    # an eager attention's score kernels and FLOPs are re-run in the recomputed layers too
+    def at(**kw):
+        return ms.train_step("llama-3-8b", A100_64, 64, seq_len, **FSDP, attention=attention, **kw)
+    full, one = at(recompute="full"), at(recompute="none", recompute_fraction=1.0)
+    assert one.step_s == pytest.approx(full.step_s) and one.hfu == pytest.approx(full.hfu)
+    assert one.nongemm_s == pytest.approx(full.nongemm_s) and one.gemm_s == pytest.approx(full.gemm_s)
