@@ -613,6 +613,11 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     for name, value in (("global_batch", global_batch), ("seq_len", seq_len)):
         check_single_count(name, value, why=": one search per batch and sequence length")
     check_single_count("top", top)
+    for name, value in (("efficiency", efficiency), ("overlap", overlap), ("tp_overlap", tp_overlap),
+                        ("recompute_fraction", recompute_fraction)):
+        if np.ndim(value) != 0:
+            raise MlsysimError(f"{name} must be one number in a search (sweep it with train_step), "
+                               f"got {np.shape(value)} values")
     n, g = c.accelerators, c.accelerators_per_node
     if recompute is None:
         recompute = RECOMPUTE if attention == "eager" else ("none", "full")

@@ -160,3 +160,9 @@ def test_recomputing_every_layer_in_full_is_full_recomputation(attention, seq_le
     full, one = at(recompute="full"), at(recompute="none", recompute_fraction=1.0)
     assert one.step_s == pytest.approx(full.step_s) and one.hfu == pytest.approx(full.hfu)
     assert one.nongemm_s == pytest.approx(full.nongemm_s) and one.gemm_s == pytest.approx(full.gemm_s)
+
+
+@pytest.mark.parametrize("name", ["recompute_fraction", "overlap", "tp_overlap", "efficiency"])
+def test_search_takes_one_value_of_each_setting(name):
+    with pytest.raises(ms.MlsysimError, match=f"{name} must be one number in a search"):
+        ms.best_parallelism("llama-3-8b", A100_64, 64, 8192, tp=[1], pp=[1], **{name: [0.5, 0.75]})
