@@ -19,6 +19,10 @@ torchtitan's ``models/llama/model.py``, 2024):
   attention kernel (``repeat_kv``), and the attention output is transposed back into a
   contiguous copy;
 * **SwiGLU** is a SiLU kernel and a multiply (GeLU: one kernel); the two **residual adds**;
+* the normalised input feeds the separate **Q, K and V projections** (``wq``, ``wk``, ``wv``)
+  and, in a gated MLP, the gate and up projections (``w1``, ``w3``): autograd adds their
+  input gradients, three binary passes of width d (at full width under TP, whose input is
+  replicated);
 * the **loss** upcasts the logits to fp32 and runs log-softmax and the NLL on them.
 
 Each operator's forward moves its inputs and output once; its backward reads the output
@@ -30,14 +34,18 @@ weight gradient of a norm) is counted with the tensor it reads. The attention ke
 
 Assumptions: activations in 16-bit (``abytes``), norm statistics and angles negligible
 (one value per token, or cached), no dropout (Llama trains without it), torch.compile off,
-every kernel at the same streaming bandwidth as a fused one. Time only: the activation memory
-stays that of the fused block (autograd's fp32 copies inside an eager RMSNorm are not added).
-A latent-attention (MLA) block is not modelled here.
+every kernel at the same streaming bandwidth as a fused one, and launch gaps as for the fused
+block's kernels (the step model's ``LAYER_OVERHEAD_S``): a GPU-bound step queues plain
+PyTorch's several times as many kernels ahead of the GPU. The projections are Llama's separate
+Q, K, V and gate, up matrices (the norm's output feeds three and two of them, and autograd adds
+their input gradients); a block with a fused QKV projection saves two of those adds. Time
+only: the activation memory stays that of the fused block (autograd's fp32 copies inside an
+eager RMSNorm are not added). A latent-attention (MLA) block is not modelled here.
 
 Worked number (tested): a Llama-3-8B layer (d = 4,096, Q 4,096, K/V 1,024 wide, repeated 4
-times, d_ff = 14,336) moves 627 kB per token forward and 942 kB backward in eager kernels,
-1.57 MB in all, 3.75 times the 418 kB that the fused accounting charges (3 × its 139 kB of
-saved activations); the fp32 loss on its 128,256 logits adds 5.1 MB per token once per
+times, d_ff = 14,336) moves 627 kB per token forward and 1,016 kB backward in eager kernels,
+1.64 MB in all, 3.93 times the 418 kB that the fused accounting charges (3 × its 139 kB of
+saved activations); the fp32 loss on its 128,256 logits adds 4.6 MB per token once per
 micro-batch.
 """
 from __future__ import annotations
@@ -72,7 +80,7 @@ def layer_bytes(m, abytes: float, tp=1, sp=0) -> tuple[float, float]:
     >>> import mlsysim as ms
     >>> f, b = layer_bytes(ms.model("llama-3-8b"), 2.0)
     >>> round(f / 1e3), round(b / 1e3)
-    (627, 942)
+    (627, 1016)
     """
     if m.is_mla:
         raise MlsysimError(f"the eager element-wise kernels of {m.name}'s latent attention are not modelled; "
@@ -90,6 +98,7 @@ def layer_bytes(m, abytes: float, tp=1, sp=0) -> tuple[float, float]:
     fwd, bwd = 2 * nf * d / seq, 2 * nb * d / seq
     fwd += 2 * 3 * a * d / seq          # two residual adds
     bwd += 2 * 3 * a * d / seq          # their gradients meet the branches' gradients
+    bwd += (2 + m.gated_mlp) * 3 * a * d   # input gradients of wq, wk, wv (and w1, w3) added
     if m.learned_positions == 0:        # rotary: cast, complex multiply, cast back, on Q and K
         per = (a + _FP32) + (_FP32 + _FP32) + (_FP32 + a)
         fwd += per * (q + kv)
@@ -110,15 +119,17 @@ def layer_bytes(m, abytes: float, tp=1, sp=0) -> tuple[float, float]:
 
 def loss_bytes(m, abytes: float, tp=1) -> float:
     """Bytes per token of an eager fp32 cross-entropy on the logits, forward and backward:
-    cast the logits to fp32, log-softmax, gather (its gradient: softmax minus one-hot), cast
-    the gradient back.
+    cast the logits to fp32, log-softmax (read, write); the loss gathers one entry per token.
+    Backward: the gather's gradient is written as a full row (zeros and the one target),
+    log-softmax's backward reads it and its output and writes the logits' gradient, which is
+    cast back.
 
     >>> import mlsysim as ms
     >>> round(loss_bytes(ms.model("llama-3-8b"), 2.0) / 1e6, 1)
-    5.1
+    4.6
     """
     a, f = abytes, _FP32
     v = m.vocab / tp
-    fwd = (a + f) + (f + f) + f
+    fwd = (a + f) + (f + f)
     bwd = f + (f + f + f) + (f + a)
     return (fwd + bwd) * v

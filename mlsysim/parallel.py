@@ -195,7 +195,8 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     # hardware attention FLOPs per token and layer: eager kernels compute the whole masked
     # score matrix; causal FlashAttention skips the tiles above the diagonal (half of them)
     pair = pair_per_key * s * (0.5 if causal and not eager else 1.0)
-    att_mult = (3 + (rc >= 1)) if eager else (3.5 + full)  # FlashAttention's backward: 2.5× forward
+    again = (rc >= 1) + (rc == 0) * share   # share of the layers whose attention core runs twice
+    att_mult = (3 + again) if eager else (3.5 + full)  # FlashAttention's backward: 2.5× forward
     tokens = b * s / cp
     flops = tokens * (2 * stage_mm * (3 + full) + 6 * V * d + Ls * pair * att_mult) / tp
     if eta is None:   # shape-aware kernel efficiency (mlsysim.kernels)
@@ -213,7 +214,7 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     # eager attention also streams its b·a·s² score tensors through HBM (fp16): 13 bytes per
     # score forward (QKᵀ out, softmax in/out, dropout in/out/mask, PV in), 21 backward, and
     # the forward again when recomputed
-    scores = (ab / 2 * m.heads * s * (34 + 13 * (rc >= 1)) / tp) if eager else 0.0
+    scores = (ab / 2 * m.heads * s * (34 + 13 * again) / tp) if eager else 0.0
     if unfused:   # one kernel per PyTorch operator (mlsysim.elementwise), and an fp32 loss
         fwd_B, bwd_B = layer_bytes(m, ab, tp, sp)
         traffic = Ls * tokens * (fwd_B * (1 + full) + bwd_B + scores) + tokens * loss_bytes(m, ab, tp)
@@ -417,9 +418,9 @@ def _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_over
     m, c = _model(m), _cluster(c)
     if not isinstance(m, Transformer):
         raise MlsysimError(f"train_step models Transformers; {m.name} is a {type(m).__name__}")
-    if attention not in ATTENTION:
+    if not isinstance(attention, str) or attention not in ATTENTION:
         raise UnknownNameError("attention", attention, ATTENTION)
-    if elementwise not in ELEMENTWISE:
+    if not isinstance(elementwise, str) or elementwise not in ELEMENTWISE:
         raise UnknownNameError("elementwise", elementwise, ELEMENTWISE)
     check_share("recompute_fraction", recompute_fraction)
     if efficiency is not None:
@@ -614,6 +615,10 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     for name, value in (("global_batch", global_batch), ("seq_len", seq_len)):
         check_single_count(name, value, why=": one search per batch and sequence length")
     check_single_count("top", top)
+    for name, value in (("efficiency", efficiency), ("overlap", overlap), ("tp_overlap", tp_overlap)):
+        if np.ndim(value) != 0:
+            raise MlsysimError(f"{name} must be one number in a search (sweep it with train_step), "
+                               f"got {np.shape(value)} values")
     n, g = c.accelerators, c.accelerators_per_node
     if recompute is None:
         recompute = RECOMPUTE if attention == "eager" else ("none", "full")

@@ -372,3 +372,29 @@ def test_thin_prefill_costs_a_decode_step_and_ttft_never_falls_at_the_switch():
     sweep = ms.prefill("llama-3-8b", "h100", prompt_tokens=np.arange(1, 200))
     assert np.all(np.diff(sweep.time_s) >= 0)
     assert sweep.time_s[THIN_ROWS - 1] == ms.prefill("llama-3-8b", "h100", prompt_tokens=THIN_ROWS).time_s
+
+
+def test_serving_case_notes_state_what_the_model_gives():
+    from mlsysim.validation import serving as v
+    cases = {c.id: c for c in v.CASES}
+    out = {c.id: o for c, o in zip(v.CASES, ms.validation.run(v.CASES))}
+    pct = lambda x: round(abs(x) * 100)   # noqa: E731
+    a100 = dict(precision="fp16")
+    long7 = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=2048, **a100)
+    assert pct(long7.efficiency) == 71 and "reach 71 % of the 312 TFLOP/s" in cases["V4-serving"].note
+    r70 = ms.prefill("llama-2-70b", "a100-80gb", prompt_tokens=2048, tp=4, **a100)
+    assert pct(r70.comm_s / r70.time_s) == 8 and "about 8 % of the time" in \
+        cases["trt-llm/ttft/llama-2-70b-tp4-2048"].note
+    short = [ms.prefill(n, "a100-80gb", prompt_tokens=128, tp=t, **a100).efficiency
+             for n, t in (("llama-2-7b", 1), ("llama-2-70b", 4))]
+    scalar = [out[f"trt-llm/ttft/{n}-128-eta0.70"].error for n in ("llama-2-7b-tp1", "llama-2-70b-tp4")]
+    for n in ("llama-2-7b-tp1-128", "llama-2-70b-tp4-128"):
+        assert f"reach {pct(min(short))}-{pct(max(short))} % of peak" in cases[f"trt-llm/ttft/{n}"].note
+        assert f"misses that by {pct(min(scalar))} %" in cases[f"trt-llm/ttft/{n}"].note
+        assert f"is {pct(max(scalar))} % short" in cases[f"trt-llm/ttft/{n}-eta0.70"].note
+    b384 = cases["trt-llm/throughput/llama-2-7b-b384-128-128"]
+    ttft = ms.prefill("llama-2-7b", "a100-80gb", prompt_tokens=128, batch=384, **a100).time_s
+    assert f"({ttft:.1f} s)" in b384.note and f"{pct(out[b384.id].error)} % optimistic" in b384.note
+    nemo = [o.error for i, o in out.items() if i.startswith("nemo/")]
+    assert all(e < 0 for e in nemo)
+    assert all(f"{pct(max(nemo))}-{pct(min(nemo))} % faster" in cases[i].note for i in out if i.startswith("nemo/"))

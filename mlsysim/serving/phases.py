@@ -10,7 +10,9 @@ time is the inter-token latency, ITL). Both are one pass of
 By default (``efficiency=None``) the compute term T_gemm times each matrix multiply of
 a prefill from its shape (:mod:`mlsysim.kernels`: output tiles in waves over the SMs),
 so a short prompt's few-row GEMMs run below the long prompt's rate; a decode step's
-one-row products keep the scalar :data:`~mlsysim.serving.step.DEFAULT_EFFICIENCY`.
+one-row products, and a pass of at most :data:`mlsysim.kernels.THIN_ROWS` rows (batch ×
+new tokens), run as GEMV-like kernels and keep the scalar
+:data:`~mlsysim.serving.step.DEFAULT_EFFICIENCY`.
 A number ``efficiency=η`` overrides it with T_gemm = W/tp / (η·P) for every pass.
 
 The ``bound`` reports which roofline term dominates: decode is memory-bound at small
@@ -150,14 +152,17 @@ def prefill(model, hardware, prompt_tokens=2048, batch=1, precision: str = "bf16
 
     **Compute term.** By default (``efficiency=None``) T_gemm sums each GEMM's time from its
     shape (:mod:`mlsysim.kernels`): the QKV, output, MLP and head projections with
-    batch × tokens rows after the TP split, the attention scores as batched products, each
-    in 128- or 256-row output tiles run in waves over the SMs at the part's best matmul
-    rate. A long prompt fills the waves and runs near that rate; a short prompt's few-row
+    batch × tokens rows after the TP split, the attention scores as the 128 × 128 blocks a
+    causal kernel computes, each in 128- or 256-row output tiles run in waves over the SMs at
+    the part's best matmul rate. A long prompt fills the waves and runs near that rate; a short prompt's few-row
     GEMMs leave SMs idle, so its TTFT is longer than the long prompt's rate suggests.
     ``efficiency`` is then the achieved fraction W/tp / (P·T_gemm). A number η instead sets
     T_gemm = W/tp / (η·P) at any length (the older scalar model; 0.70 =
     :data:`~mlsysim.serving.step.DEFAULT_EFFICIENCY` is the usual choice). Assumptions as in
-    :mod:`mlsysim.kernels`: no split-K, no overlap of GEMMs with each other.
+    :mod:`mlsysim.kernels`: no overlap of GEMMs with each other, and no split-K above
+    :data:`mlsysim.kernels.THIN_ROWS` rows; a pass of at most that many rows (batch × new
+    tokens) runs GEMV-like kernels and is timed as a decode step is (a one-token prefill
+    costs one decode step).
 
     Parameters: ``model`` and ``hardware`` (name or record; a list of devices adds a
     leading axis); ``prompt_tokens``, ``batch``, ``context_tokens`` (a cached prefix),

@@ -16,7 +16,8 @@ parallelism (Shoeybi et al. 2019, Megatron-LM §3):
   SMs), so a short prompt's
   few-row GEMMs that leave SMs idle are not timed at the long prompt's rate. A decode
   step's products have one row per sequence (GEMV-like kernels that stream the weights):
-  they keep T_gemm = W/tp / (η·P) with η = :data:`DEFAULT_EFFICIENCY`. A number
+  they keep T_gemm = W/tp / (η·P) with η = :data:`DEFAULT_EFFICIENCY`, and so does a
+  prefill of at most :data:`mlsysim.kernels.THIN_ROWS` rows (batch × new tokens). A number
   ``efficiency=η`` overrides both: T_gemm = W/tp / (η·P) for every pass.
 * η_mem — achievable fraction of HBM bandwidth (``mem_efficiency``), default and source
   :data:`DEFAULT_MEM_EFFICIENCY`: the roofline is a bound, the efficiencies make it an

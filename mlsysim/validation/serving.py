@@ -82,7 +82,7 @@ CASES += [
          tolerance=0.15, source=TRT + ", v0.5 low-latency table",
          note="A 128-token prompt's GEMMs have 128 rows, one row of output tiles: too few tiles to fill the "
               "A100's 108 SMs, so the pass is compute-bound at well under the long prompt's rate (the GEMMs, "
-              "timed by shape, reach 33-39 % of peak). The scalar efficiency misses that by 40 % "
+              "timed by shape, reach 33-39 % of peak). The scalar efficiency misses that by 42 % "
               "(the efficiency=0.70 case below).")
     for name, label, tp, pub in [("llama-2-7b", "LLaMA-7B", 1, 0.016), ("llama-2-70b", "LLaMA-70B", 4, 0.047)]
 ]
@@ -100,7 +100,7 @@ CASES += [
              "note": "efficiency=0.70: a 128-token prompt sits at the ridge: compute and weight streaming take "
                      "about equally long, and GEMMs with only 128 rows leave SMs idle (too few output tiles to "
                      "fill the GPU), so neither roof is reached. The scalar model, which assumes full overlap at "
-                     "the achievable rates, is 40 % short: read it as a bound here."}))
+                     "the achievable rates, is 42 % short: read it as a bound here."}))
     for name, label, tp, p, pub in [("llama-2-7b", "LLaMA-7B", 1, 2048, 0.133),
                                     ("llama-2-70b", "LLaMA-70B", 4, 2048, 0.377),
                                     ("llama-2-7b", "LLaMA-7B", 1, 128, 0.016),
@@ -130,7 +130,7 @@ CASES += [
          predict=lambda d=dev, b=b: generate("llama-2-7b", "a100-80gb" if d == "a100" else "h100-sxm",
                                              prompt_tokens=NEMO_PROMPT, output_tokens=NEMO_OUTPUT, batch=b).e2e_s,
          tolerance=0.35, source=NEMO_SOURCE,
-         note="The model is 20-31 % faster than NeMo's measured request latency on both GPUs: the measurement "
+         note="The model is 19-31 % faster than NeMo's measured request latency on both GPUs: the measurement "
               "times a whole serving request (scheduling, sampling, detokenisation between steps), which adds "
               "per-step host time that the kernel-level overhead term does not include.")
     for b, (a100, h100) in NEMO_LLAMA2_7B_MS.items() for dev in ("a100", "h100")

@@ -288,12 +288,12 @@ SERIES = [
            points=tuple(_point(f"torchtitan-{r[0].removeprefix('llama-')}-{r[3] if r[4] == 0 else 'layer'}")
                         for r in TORCHTITAN_RUNS),
            note="Plain PyTorch runs every element-wise operator as its own kernel: a Llama 3 8B layer moves "
-                "3.8 times the bytes that fused kernels would (mlsysim.elementwise), which costs the 8B "
+                "3.9 times the bytes that fused kernels would (mlsysim.elementwise), which costs the 8B "
                 "model a tenth of its step; counted as fused, the 8B and 13B points are 18 to 21 % high. "
                 "Left out: the table's 8B row with selective *op* checkpointing (2,973 tokens/s), whose "
                 "policy (save every second matrix multiply's output, recompute the rest of the forward) "
-                "the model's recomputation options cannot state; it lies between none (3,687 predicted) "
-                "and every second layer (3,190)."),
+                "the model's recomputation options cannot state; it lies between none (3,672 predicted) "
+                "and every second layer (3,179)."),
     Series(name="Megatron-LM strong scaling on H100 (GPT-3 175B, 96 to 4,608 GPUs)", source=MEGATRON_CORE,
            unit="MFU", points=(("96 H100s", 0.47, lambda: megatron_core_strong(96)),
                                ("4,608 H100s", 0.42, lambda: megatron_core_strong(4608))),
