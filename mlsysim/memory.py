@@ -246,6 +246,19 @@ def memory_core(m: Transformer, per_param, zero, tp, pp, dp, cp, ep, b, s, rc, s
 
 
 # --- structure checks shared with parallel.py -------------------------------
+def zero_stage_rules(zero_stage) -> list[tuple[object, str]]:
+    """(mask, reason) pairs for a ZeRO stage array's entries that are not 0, 1, 2 or 3 (a
+    fraction, or a stage above 3), for a sweep to mask; a scalar that is not a stage raises."""
+    if type(zero_stage) is int and zero_stage in ZERO_STAGES:
+        return []
+    out = fractional_counts(minimum=0, zero_stage=zero_stage)   # NaN, bools, text, negatives raise
+    if np.ndim(zero_stage) == 0:
+        if zero_stage not in ZERO_STAGES:
+            raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
+        return out
+    return out + [(np.asarray(zero_stage, dtype=float) > 3, "zero_stage must be 0, 1, 2 or 3")]
+
+
 def structure_violations(m: Transformer, tp, pp, cp, ep, dp, v, s) -> list[tuple[object, str]]:
     """(mask, reason) pairs for degrees the model's shape cannot take; mask True = violated."""
     out = [(m.heads % tp != 0, f"tp does not divide the {m.heads} attention heads")]
@@ -398,9 +411,7 @@ def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_st
     rc = recompute_code(recompute)
     fractional = fractional_counts(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, interleave=interleave,
                                    seq_len=seq_len, microbatches=microbatches)
-    check_integer("zero_stage", zero_stage, minimum=0)
-    if not (zero_stage in ZERO_STAGES if type(zero_stage) is int else np.all(np.isin(zero_stage, ZERO_STAGES))):
-        raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
+    fractional += zero_stage_rules(zero_stage)
     check_share("recompute_fraction", recompute_fraction)
     share = _num(recompute_fraction)
     hw = _hardware(hardware) if hardware is not None else None

@@ -84,7 +84,7 @@ from .kernels import LAYER_OVERHEAD_S, MEMORY_EFFICIENCY, layer_gemms, layer_mat
 from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_count, check_fraction, check_integer, \
     check_positive, check_share, check_single_count, fractional_counts
 from .memory import (ATTENTION, RECOMPUTE, TrainingMemory, _SCALAR, bytes_per_param, memory_core, ops,
-                     raise_or_mask, record, recompute_code, structure_violations)
+                     raise_or_mask, record, recompute_code, structure_violations, zero_stage_rules)
 from .optimizers import _optimizer
 from .registry import cluster as _cluster, hardware as _hardware, model as _model
 from .systems import Cluster
@@ -486,12 +486,10 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
                                     recompute_fraction, elementwise)
     fractional = fractional_counts(global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
                                    micro_batch=micro_batch, microbatches=microbatches, interleave=interleave)
-    check_integer("zero_stage", zero_stage, minimum=0)
+    fractional += zero_stage_rules(zero_stage)
     if microbatches is not None and micro_batch is not None:
         raise MlsysimError("give microbatches or micro_batch, not both")
     rc = recompute_code(recompute)
-    if not (zero_stage in (0, 1, 2, 3) if type(zero_stage) is int else np.all(np.isin(zero_stage, (0, 1, 2, 3)))):
-        raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
     gb, s, tp, pp, cp, ep, v, zero = [_num(x) for x in (global_batch, seq_len, tp, pp, cp, ep, interleave,
                                                          zero_stage)]
     dp, b, M, bad_layout = _layout(c, gb, tp, pp, _num_or_none(dp), cp, _num_or_none(micro_batch),

@@ -212,6 +212,8 @@ VECTOR = [  # (function, count input, a valid whole value, output read, keyword 
     (ms.train_step, "micro_batch", 1, "step_s", STEP, 2),
     (ms.train_step, "microbatches", 16, "step_s", STEP, 8),
     (ms.train_step, "interleave", 1, "step_s", dict(STEP, pp=2, dp=8), 2),
+    (ms.train_step, "zero_stage", 1, "step_s", STEP, 3),
+    (ms.training_memory, "zero_stage", 1, "total_B", dict(m="llama-3-8b", dp=8), 2),
     (ms.training_memory, "tp", 1, "total_B", dict(m="llama-3-8b"), 2),
     (ms.training_memory, "pp", 1, "total_B", dict(m="llama-3-8b")),
     (ms.training_memory, "dp", 1, "total_B", dict(m="llama-3-8b", zero_stage=3)),
@@ -368,3 +370,12 @@ def test_no_numeric_input_takes_a_boolean_text_or_nan(case, value):
 
 def test_the_numeric_sweep_covers_the_solvers():
     assert len(NUMERIC) > 80 and {n for n, _ in NUMERIC} >= set(MORE) - {"chinchilla_tokens", "capex_usd"}
+
+
+def test_a_zero_stage_above_3_is_masked_in_a_sweep_and_refused_alone():
+    r = ms.train_step(**{**STEP, "zero_stage": np.array([1, 4])})
+    assert np.isfinite(r.step_s[0]) and np.isnan(r.step_s[1]) and "0, 1, 2 or 3 (1)" in r.reason
+    with pytest.raises(ms.MlsysimError, match="zero_stage must be 0, 1, 2 or 3, got 4"):
+        ms.train_step(**{**STEP, "zero_stage": 4})
+    with pytest.raises(ms.MlsysimError, match="zero_stage must be 0, 1, 2 or 3, got 5"):
+        ms.training_memory("llama-3-8b", zero_stage=5)
