@@ -241,8 +241,13 @@ def torchtitan(name: str, b: int, s: int, recompute: str, share: float) -> float
                       recompute=recompute, recompute_fraction=share, elementwise="eager").tokens_per_s / 64
 
 
+def _torchtitan_id(run) -> str:
+    name, _, _, rc, share = run[:5]
+    return f"torchtitan-{name.removeprefix('llama-')}-{rc if share == 0 else 'layer'}"
+
+
 CASES += [
-    Case(id=f"torchtitan-{name.removeprefix('llama-')}-{rc if share == 0 else 'layer'}", area="training",
+    Case(id=_torchtitan_id((name, b, s, rc, share)), area="training",
          title=f"{label}, FSDP2 on 64 A100s, {s:,}-token sequences, local batch {b}: tokens/s per GPU",
          published=pub, unit="tok/s", predict=lambda r=(name, b, s, rc, share): torchtitan(*r), tolerance=0.15,
          source=TORCHTITAN,
@@ -283,14 +288,16 @@ SERIES = [
                 "needs to fit (a quarter of the layers at 8K GPUs, none at 16K), the model gives 49 % and "
                 "48 % MFU, 15 and 17 % above the published values: the same direction as its miss on "
                 "Megatron-LM's H100 series, and a sign that its H100 kernel rate is optimistic."),
-    Series(name="torchtitan FSDP2 on 64 A100s (Llama 2 and 3, 8B to 70B)", source=TORCHTITAN,
+    Series(name="torchtitan FSDP2, Llama 2 on 64 A100s (13B and 70B)", source=TORCHTITAN,
            unit="tokens/s per GPU",
-           points=tuple(_point(f"torchtitan-{r[0].removeprefix('llama-')}-{r[3] if r[4] == 0 else 'layer'}")
-                        for r in TORCHTITAN_RUNS),
+           points=tuple(_point(_torchtitan_id(r)) for r in TORCHTITAN_RUNS if r[0].startswith("llama-2"))),
+    Series(name="torchtitan FSDP2, Llama 3 on 64 A100s (8B and 70B)", source=TORCHTITAN,
+           unit="tokens/s per GPU",
+           points=tuple(_point(_torchtitan_id(r)) for r in TORCHTITAN_RUNS if r[0].startswith("llama-3")),
            note="Plain PyTorch runs every element-wise operator as its own kernel: a Llama 3 8B layer moves "
                 "3.9 times the bytes that fused kernels would (mlsysim.elementwise), which costs the 8B "
-                "model a tenth of its step; counted as fused, the 8B and 13B points are 18 to 21 % high. "
-                "Left out: the table's 8B row with selective *op* checkpointing (2,973 tokens/s), whose "
+                "model a tenth of its step; counted as fused, this 8B point and the 13B points of the "
+                "Llama 2 series are 18 to 21 % high. Left out: the table's 8B row with selective *op* checkpointing (2,973 tokens/s), whose "
                 "policy (save every second matrix multiply's output, recompute the rest of the forward) "
                 "the model's recomputation options cannot state; it lies between none (3,672 predicted) "
                 "and every second layer (3,179)."),
