@@ -35,6 +35,7 @@ _SOLVERS = {
     "collectives": ("all_gather_time", "all_to_all_time", "allreduce_time", "broadcast_time",
                     "hierarchical_allreduce_time", "p2p_time", "reduce_scatter_time"),
     "kernels": ("gemm_efficiency", "gemm_time"),
+    "elementwise": (),   # ms.elementwise.layer_bytes, loss_bytes: used through train_step(elementwise=...)
     "parallel": ("ParallelSearch", "TrainStep", "best_parallelism", "mfu",
                  "time_to_train_s", "train_step", "training_flops"),
     "reliability": ("cluster_mtbf_h", "daly_interval_s", "ettr", "expected_failures", "lost_work_s",
