@@ -79,6 +79,8 @@ def check_share(name: str, value) -> None:
     if type(value) in (int, float) and 0 <= value <= 1:
         return
     a = _numeric(name, value)
+    if a.size == 0:
+        raise MlsysimError(f"{name} is empty")
     if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
         raise MlsysimError(f"{name} must lie in [0, 1], got {_show(value)}")
 

@@ -425,10 +425,8 @@ def _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_over
     check_share("recompute_fraction", recompute_fraction)
     if efficiency is not None:
         check_fraction("efficiency", efficiency)
-    for name, x in (("overlap", overlap), ("tp_overlap", tp_overlap)):
-        check_positive(name, x, allow_zero=True)
-        if not (0 <= x <= 1 if type(x) in (int, float) else np.all((np.asarray(x) >= 0) & (np.asarray(x) <= 1))):
-            raise MlsysimError(f"{name} must lie in [0, 1], got {x!r}")
+    check_share("overlap", overlap)
+    check_share("tp_overlap", tp_overlap)
     c.accelerator.peak(precision)
     opt = _optimizer_cached(optimizer) if isinstance(optimizer, str) else _optimizer(optimizer)
     return m, c, opt, bytes_per_param(m, opt, precision)

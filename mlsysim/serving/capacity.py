@@ -151,14 +151,9 @@ def max_batch(model, hardware, context_tokens=2048, precision: str = "bf16", tp=
     hw = s.hws[0]
     room = hw.memory_B - p["weights_B"]
     out = np.floor(np.maximum(room, 0.0) / (p["footprint_B"] - p["weights_B"]))
-    ok = _whole(s.ok, whole)
-    bad = room < 0 if ok is None else (room < 0) | ~ok
-    if np.ndim(out) == 0 and np.ndim(bad) == 0:
-        if bad:
-            raise InfeasibleError(f"{s.m.name} weights need {fmt(p['weights_B'], 'B', 4)} per GPU with "
-                                  f"tp={s.tp}, more than the {fmt(hw.memory_B, 'B', 4)} of {hw.name}")
-        return int(out)
-    return np.where(bad, np.nan, out)
+    return _count(out, room < 0, _whole(s.ok, whole),
+                  lambda: f"{s.m.name} weights need {fmt(p['weights_B'], 'B', 4)} per GPU with tp={s.tp}, "
+                          f"more than the {fmt(hw.memory_B, 'B', 4)} of {hw.name}")
 
 
 def max_context(model, hardware, batch=1, precision: str = "bf16", tp=1,
@@ -183,11 +178,18 @@ def max_context(model, hardware, batch=1, precision: str = "bf16", tp=1,
     per_token = batch * m.kv_bytes_per_token(s.kp) * s.share
     room = hw.memory_B - (p0["footprint_B"] - p0["kv_cache_B"])
     out = np.minimum(np.floor(np.maximum(room, 0.0) / per_token), m.max_context)
-    ok = _whole(s.ok, whole)
-    bad = room < per_token if ok is None else (room < per_token) | ~ok
+    return _count(out, room < per_token, _whole(s.ok, whole),
+                  lambda: f"{m.name} does not fit on {hw.name} with tp={s.tp} at batch {batch:g}: weights and "
+                          f"activations leave {fmt(max(room, 0.0), 'B')} for the KV cache")
+
+
+def _count(out, short, ok, message):
+    """A count that the memory allows: an int for plain inputs (InfeasibleError with ``message()``
+    where ``short``, too little memory), NaN in arrays where ``short`` or where ``ok`` (valid
+    inputs, None when all are) is False."""
+    bad = short if ok is None else short | ~ok
     if np.ndim(out) == 0 and np.ndim(bad) == 0:
         if bad:
-            raise InfeasibleError(f"{m.name} does not fit on {hw.name} with tp={s.tp} at batch {batch:g}: "
-                                  f"weights and activations leave {fmt(max(room, 0.0), 'B')} for the KV cache")
+            raise InfeasibleError(message())
         return int(out)
     return np.where(bad, np.nan, out)
