@@ -43,8 +43,8 @@ sweep by calling it in a loop (a few milliseconds per call) or call the vectoris
 it composes.
 
 Worked number (tested): Llama-3-70B on 1.41T tokens (Chinchilla), 64 DGX H100 nodes on NDR
-InfiniBand in Virginia, batch 512 × 8,192 tokens: 336,427 steps of 6.53 s (MFU 61.1 %) on
-tp 4 × dp 128 with ZeRO-3, async checkpoints, goodput 99.8 %: 25.5 days, 111 tCO2e, and $565k
+InfiniBand in Virginia, batch 512 × 8,192 tokens: 336,427 steps of 6.49 s (MFU 61.4 %) on
+tp 4 × dp 128 with ZeRO-3, async checkpoints, goodput 99.8 %: 25.3 days, 110 tCO2e, and $562k
 as the run's share of owning the cluster.
 """
 from __future__ import annotations
@@ -468,9 +468,9 @@ def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=
     >>> import mlsysim as ms
     >>> a = ms.audit("llama-3-70b", ms.cluster("dgx-h100", nodes=64), grid="virginia", global_batch=512)
     >>> round(a.days, 1), round(a.mfu, 3), round(a.goodput.ratio, 3), a.checkpoint.strategy
-    (23.8, 0.653, 0.998, 'async')
+    (25.3, 0.614, 0.998, 'async')
     >>> round(a.carbon_kg / 1e3), round(a.cost_usd / 1e3)      # tCO2e, k$ to own
-    (103, 528)
+    (110, 562)
     """
     inputs = {k: v for k, v in locals().items()}
     m, c, g = _model(model), _cluster(cluster), _grid(grid)

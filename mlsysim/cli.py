@@ -338,6 +338,8 @@ def _add_train(commands) -> None:
                    help="fused (default) or eager: element-wise kernels fused, or one per PyTorch operator")
     p.add_argument("--efficiency", type=float, default=None, help="achieved fraction of peak in the kernels (default: from each GEMM's shape)")
     p.add_argument("--precision", default="bf16")
+    p.add_argument("--grad-precision", default=None,
+                   help="format of the gradients, e.g. fp32 as Megatron-LM keeps them with bf16 (default: --precision)")
     p.add_argument("--top", type=int, default=5, help="layouts to rank (default 5)")
     add_json_flag(p)
     p.set_defaults(run=_run_train)
@@ -345,7 +347,8 @@ def _add_train(commands) -> None:
 
 def _json_train(s) -> dict:
     """Keys: schema, model, cluster, accelerators, layout {tp, pp, dp, cp, ep, micro_batch,
-    microbatches, interleave, zero_stage, recompute, recompute_fraction, elementwise}, step_s, compute_s, comm_s, bubble_s,
+    microbatches, interleave, zero_stage, recompute, recompute_fraction, elementwise}, grad_precision, step_s,
+    compute_s, comm_s, bubble_s,
     optimizer_s, mfu, hfu, tokens_per_s, memory_per_gpu_B, capacity_B, evaluated, feasible."""
     b = s.best
     return {"schema": "mlsysim.train/1", "model": b.model, "cluster": b.cluster, "accelerators": b.accelerators,
@@ -353,7 +356,7 @@ def _json_train(s) -> dict:
                        "microbatches": b.microbatches, "interleave": b.interleave, "zero_stage": b.zero_stage,
                        "recompute": b.recompute, "recompute_fraction": b.recompute_fraction,
                        "elementwise": b.elementwise},
-            "step_s": b.step_s, "compute_s": b.compute_s, "comm_s": b.comm_s, "bubble_s": b.bubble_s,
+            "grad_precision": b.grad_precision or None, "step_s": b.step_s, "compute_s": b.compute_s, "comm_s": b.comm_s, "bubble_s": b.bubble_s,
             "optimizer_s": b.optimizer_s, "mfu": b.mfu, "hfu": b.hfu, "tokens_per_s": b.tokens_per_s,
             "memory_per_gpu_B": b.memory_per_gpu_B, "capacity_B": b.memory.capacity_B,
             "evaluated": s.evaluated, "feasible": s.feasible}
@@ -365,7 +368,7 @@ def _run_train(args) -> int:
                                 recompute=_cands(args.recompute, str)).items() if v is not None}
     s = best_parallelism(args.model, _cluster_of(args), args.global_batch, args.seq_len, precision=args.precision,
                          efficiency=args.efficiency, top=args.top, recompute_fraction=args.recompute_fraction,
-                         elementwise=args.elementwise, **kw)
+                         elementwise=args.elementwise, grad_precision=args.grad_precision, **kw)
     emit(_json_train(s) if args.json else s, args)
     return 0
 

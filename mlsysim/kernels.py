@@ -9,9 +9,11 @@ the longer of two terms (NVIDIA, *Matrix Multiplication Background User's Guide*
 * **compute** = waves · 2·Tm·Tn·k / (η_mm · P / S), with
   waves = ⌈batch · ⌈m/Tm⌉ · ⌈n/Tn⌉ / S⌉: a partly filled tile (*tile quantization*) and a
   partly filled last wave (*wave quantization*) cost as much as full ones. η_mm is the fraction
-  of the dense peak P that the best-shaped GEMM reaches on the part — its maximum achievable
-  matmul FLOP/s (``Hardware.matmul_efficiency``), which already contains clock throttling
-  under load and the main loop's own overheads;
+  of the dense peak P that a large, well-shaped GEMM sustains on the part
+  (``Hardware.matmul_efficiency``): measured under continuous load where a measurement is
+  published, so that it holds the clock the part settles at under its power limit, and the
+  main loop's own overheads. A benchmark's best iteration runs on a cold GPU before the clock
+  settles and reads higher (H100: 794.5 TFLOP/s best iteration, 730 sustained);
 * **memory** = batch · (m·k + k·n + m·n) · bytes / B: each operand read and the result
   written once at the HBM bandwidth B — the GEMM's own roofline. A thin GEMM (small k, or
   one row per token in decode) has a low arithmetic intensity and is memory-bound.
@@ -46,8 +48,9 @@ from .units import bytes_per
 TILES = ((128, 256), (256, 128), (128, 128))
 
 #: η_mm for a part with no published matmul measurement: the middle of the published NVIDIA
-#: measurements (H100 80.3 %, B200 77.6 %, A100 73.7–86.9 % depending on the software
-#: stack; see the ``kernel_source`` of each part in ``data/hardware.yaml``).
+#: measurements (H100 73.8 % sustained and 80.3 % at best, B200 77.6 %, A100 73.7–86.9 %
+#: depending on the software stack; see the ``kernel_source`` of each part in
+#: ``data/hardware.yaml``).
 DEFAULT_MATMUL_EFFICIENCY = 0.80
 
 #: Achieved fraction of the spec HBM bandwidth in streaming (element-wise, normalisation,

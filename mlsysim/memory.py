@@ -73,7 +73,7 @@ from .errors import InfeasibleError, MlsysimError, UnknownNameError, check_count
     check_share, fractional_counts
 from .optimizers import _optimizer, training_state
 from .registry import hardware as _hardware, model as _model
-from .units import bytes_per, fmt
+from .units import BYTES_PER_ELEMENT, PRECISIONS, bytes_per, fmt
 from .workloads import Transformer
 
 RECOMPUTE = ("none", "selective", "full")
@@ -115,9 +115,13 @@ class _Params:
 
 
 @functools.lru_cache(maxsize=256)
-def bytes_per_param(model, optimizer="adamw", precision: str = "bf16") -> tuple[float, float, float, float]:
+def bytes_per_param(model, optimizer="adamw", precision: str = "bf16",
+                    grad_precision: str | None = None) -> tuple[float, float, float, float]:
     """(weights, gradients, master, optimizer) bytes per parameter, from ``training_state``."""
-    st = training_state(model, optimizer, precision)
+    if grad_precision is not None and (type(grad_precision) is not str
+                                       or grad_precision.lower() not in BYTES_PER_ELEMENT):
+        raise UnknownNameError("grad_precision", grad_precision, PRECISIONS)
+    st = training_state(model, optimizer, precision, grad_precision)
     p = model.params
     return st.weights_B / p, st.grads_B / p, st.master_B / p, st.optimizer_B / p
 
@@ -373,7 +377,7 @@ def _num(x):
 def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_stage=0, tp=1, pp=1, dp=1,
                     micro_batch=1, seq_len=4096, recompute="selective", *, ep=1, cp=1,
                     sequence_parallel=True, interleave=1, microbatches=None, attention: str = "flash",
-                    hardware=None, recompute_fraction=0.0) -> TrainingMemory:
+                    hardware=None, recompute_fraction=0.0, grad_precision: str | None = None) -> TrainingMemory:
     """Per-GPU training memory of model ``m`` (see the module docstring for every formula).
 
     Parameters
@@ -392,6 +396,10 @@ def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_st
     microbatches : micro-batches per step (m); fewer than p keeps fewer in flight.
     attention : "flash" (no stored scores) or "eager" (Korthikanti's GPT-block constants).
     hardware : a device name or record: ``feasible`` compares ``total_B`` with its memory.
+    grad_precision : the format gradients are accumulated and reduced in; ``None`` (default)
+        keeps them in ``precision`` (ZeRO's 2 bytes). bf16 runs usually keep them in "fp32":
+        Megatron-LM forces it with bf16 (its distributed optimizer then holds 6 + 12/N bytes per
+        parameter), Llama 3 accumulates and reduce-scatters in fp32 (Dubey et al. 2024 §3.3.2).
 
     A scalar configuration that does not fit raises
     :class:`~mlsysim.errors.InfeasibleError`; array inputs broadcast and give NaN there, and at
@@ -422,7 +430,7 @@ def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_st
     scalar = ops(zero, tp, pp, dp, cp, ep, b, s, v, sp, M, rc, share) is _SCALAR
     bad, reason = raise_or_mask(fractional + structure_violations(m, tp, pp, cp, ep, dp, v, s), scalar,
                                 lambda: f"tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, interleave {v}")
-    out = memory_core(m, bytes_per_param(m, opt, precision), zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M,
+    out = memory_core(m, bytes_per_param(m, opt, precision, grad_precision), zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M,
                       bytes_per(precision), attention == "eager", share)
     capacity = hw.memory_B if hw is not None else None
     fits = True if capacity is None else out["total_B"] <= capacity

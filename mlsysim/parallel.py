@@ -250,7 +250,8 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     if m.is_moe:
         # (at least one replica: where ep > dp·cp, an entry a sweep masks, the arithmetic stays valid)
         ar = ar + _hier(mem["psi_experts"] * grad_B, xp.maximum(dp * cp // ep, 1), tp * cp * ep, g, up, out, lat)
-    rs = ag = ar / 2
+    rs = ar / 2
+    ag = rs * per_param[0] / grad_B   # the weights come back in their own format
     w_bwd = compute * (2 + full) / (3 + full) * overlap
     w_fwd = compute / (3 + full) * overlap
 
@@ -360,6 +361,7 @@ class TrainStep(Record):
     reason: str = ""
     recompute_fraction: object = 0.0
     elementwise: str = "fused"
+    grad_precision: str = ""      # the gradients' format where it is not ``precision``
 
     @property
     def comm_s(self):
@@ -394,7 +396,9 @@ class TrainStep(Record):
         rows = [("model", self.model), ("cluster", self.cluster), ("layout", layout),
                 ("batch", f"{self.global_batch} × {self.seq_len} tokens = {self.microbatches} micro-batches "
                           f"of {self.micro_batch}, interleave {self.interleave}"),
-                ("settings", f"{self.precision}, ZeRO-{self.zero_stage}, recompute {self.recompute}"
+                ("settings", f"{self.precision}"
+                             + (f" ({self.grad_precision} gradients)" if self.grad_precision else "")
+                             + f", ZeRO-{self.zero_stage}, recompute {self.recompute}"
                              + (f" (+ {self.recompute_fraction:.0%} of the layers in full)"
                                 if self.recompute_fraction and self.recompute != "full" else "")
                              + f", {self.attention} attention, {self.elementwise} element-wise kernels"),
@@ -414,7 +418,7 @@ _TIMES = ("step_s", "compute_s", "gemm_s", "nongemm_s", "gemm_efficiency", "tp_c
 
 
 def _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap, recompute_fraction=0.0,
-             elementwise="fused"):
+             elementwise="fused", grad_precision=None):
     m, c = _model(m), _cluster(c)
     if not isinstance(m, Transformer):
         raise MlsysimError(f"train_step models Transformers; {m.name} is a {type(m).__name__}")
@@ -429,7 +433,7 @@ def _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_over
     check_share("tp_overlap", tp_overlap)
     c.accelerator.peak(precision)
     opt = _optimizer_cached(optimizer) if isinstance(optimizer, str) else _optimizer(optimizer)
-    return m, c, opt, bytes_per_param(m, opt, precision)
+    return m, c, opt, bytes_per_param(m, opt, precision, grad_precision)
 
 
 @functools.lru_cache(maxsize=64)
@@ -441,7 +445,7 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
                precision: str = "bf16", efficiency=None, *, micro_batch=None, cp=1, ep=1,
                zero_stage=1, optimizer: str = "adam", recompute="selective", sequence_parallel=True,
                attention: str = "flash", causal: bool = True, overlap=1.0, tp_overlap=0.0, recompute_fraction=0.0,
-               elementwise: str = "fused") -> TrainStep:
+               elementwise: str = "fused", grad_precision: str | None = None) -> TrainStep:
     """Time of one training step of ``m`` on cluster ``c`` (see the module docstring).
 
     Parameters
@@ -454,9 +458,10 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     precision : the format of weights, activations and the peak used.
     efficiency : ``None`` (default) times each matrix multiply from its shape
         (:mod:`mlsysim.kernels`); a number η in (0, 1] times all of them at η · peak.
-    zero_stage, optimizer, recompute, recompute_fraction, sequence_parallel, attention : as in
-        :func:`~mlsysim.memory.training_memory` (``recompute_fraction`` re-runs the forward of that
-        share of the other layers).
+    zero_stage, optimizer, recompute, recompute_fraction, sequence_parallel, attention,
+        grad_precision : as in :func:`~mlsysim.memory.training_memory` (``recompute_fraction``
+        re-runs the forward of that share of the other layers; ``grad_precision`` also sets the
+        bytes the data-parallel gradient reduction moves).
     elementwise : "fused" (default: Megatron-LM, Transformer Engine, torch.compile) charges the
         memory-bound kernels 3 × the saved activations; "eager" counts plain PyTorch's
         one-kernel-per-operator traffic and its fp32 loss (:mod:`mlsysim.elementwise`).
@@ -481,7 +486,7 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     (13.8, 0.513)
     """
     m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap,
-                                    recompute_fraction, elementwise)
+                                    recompute_fraction, elementwise, grad_precision)
     fractional = fractional_counts(global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
                                    micro_batch=micro_batch, microbatches=microbatches, interleave=interleave)
     fractional += zero_stage_rules(zero_stage)
@@ -536,7 +541,14 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
                      efficiency=SHAPE_AWARE if eta is None else eta, recompute=_names(rc), attention=attention, zero_stage=zero, tp=tp, pp=pp,
                      dp=dp, cp=cp, ep=ep, micro_batch=b, microbatches=M, interleave=v, global_batch=gb,
                      seq_len=s, memory=memory, feasible=feasible, reason=reason, recompute_fraction=share,
-                     elementwise=elementwise, **r)
+                     elementwise=elementwise, grad_precision=_other(grad_precision, precision), **r)
+
+
+def _other(grad_precision, precision) -> str:
+    """The gradients' format when it differs from ``precision``, else ""."""
+    if grad_precision is None or bytes_per(grad_precision) == bytes_per(precision):
+        return ""
+    return grad_precision
 
 
 def _num_or_none(x):
@@ -587,7 +599,7 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
                      precision: str = "bf16", efficiency=None, optimizer: str = "adam",
                      sequence_parallel: bool = True, attention: str = "flash", causal: bool = True,
                      overlap=1.0, tp_overlap=0.0, recompute_fraction=0.0, elementwise: str = "fused",
-                     top: int = 10) -> ParallelSearch:
+                     grad_precision: str | None = None, top: int = 10) -> ParallelSearch:
     """Evaluate every valid (tp, cp, pp, dp, ep, micro-batch, interleave, ZeRO stage,
     recomputation) layout of ``m`` on ``c`` at once and rank the feasible ones by step time.
 
@@ -607,7 +619,7 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     (11616, 1112, 1024)
     """
     m, c, opt, per_param = _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_overlap,
-                                    recompute_fraction, elementwise)
+                                    recompute_fraction, elementwise, grad_precision)
     for name, value in (("global_batch", global_batch), ("seq_len", seq_len)):
         check_single_count(name, value, why=": one search per batch and sequence length")
     check_single_count("top", top)
@@ -693,7 +705,8 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
                       precision=precision, efficiency=efficiency, cp=int(sel["cp"][i]), ep=int(sel["ep"][i]),
                       zero_stage=int(sel["z"][i]), optimizer=opt, recompute=RECOMPUTE[int(sel["rc"][i])],
                       sequence_parallel=sequence_parallel, attention=attention, causal=causal, overlap=overlap,
-                      tp_overlap=tp_overlap, recompute_fraction=float(sel["rf"][i]), elementwise=elementwise)
+                      tp_overlap=tp_overlap, recompute_fraction=float(sel["rf"][i]), elementwise=elementwise,
+                      grad_precision=grad_precision)
     title = f"{m.name} on {n:,} × {c.accelerator.name}, {global_batch} × {seq_len} tokens per step: fastest layouts"
     return ParallelSearch(best=best, ranking=table(rows, title=title), evaluated=total, feasible=int(fits.sum()),
                           excluded=excluded)

@@ -27,7 +27,7 @@ interleaves them; the mean cost per token matches to first order); no queueing d
 Worked numbers (tested): Llama-3-70B on H100s at $2.99 per GPU-hour, 10 requests/s of 1,024 prompt
 and 256 answer tokens: replicas of 4 GPUs at batch 190, 4 GPUs, $105 k a year. With 8 steps of 512
 thinking tokens: replicas of 8 GPUs at batch 256, 40 GPUs, $1.05 M a year; held to a 60 s latency
-target, batch 29 and 168 GPUs, $4.40 M a year.
+target, batch 28 and 176 GPUs, $4.61 M a year.
 """
 from __future__ import annotations
 
@@ -161,7 +161,7 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
     >>> s = reasoning_service("llama-3-70b", "h100", qps=10, price=2.99, steps=8, tokens_per_step=512,
     ...                       latency_slo_s=60)
     >>> s.batch, s.gpus, round(s.usd_per_year / 1e6, 2)
-    (29.0, 168.0, 4.4)
+    (28.0, 176.0, 4.61)
     """
     m, hw = _model(model), _hardware(hardware)
     counts = {name: _count(x, name, low) for name, x, low in (

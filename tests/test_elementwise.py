@@ -175,14 +175,26 @@ def test_search_takes_recompute_fraction_candidates():
 
 
 def test_llama3_series_note_is_what_the_model_says():
-    from mlsysim.validation.training import LLAMA3_TABLE4, SERIES, llama3_least_recompute
+    from mlsysim.validation.training import LLAMA3_TABLE4, SERIES, llama3, llama3_full_recompute
     note = next(s for s in SERIES if s.name.startswith("Llama 3")).note
-    runs = [llama3_least_recompute(row) for row in LLAMA3_TABLE4[:2]]
-    assert [r.recompute_fraction for r in runs] == [0.25, 0.0]
-    assert "a quarter of the layers at 8K GPUs, none at 16K" in note
-    assert [round(r.mfu * 100) for r in runs] == [49, 48] and "49 % and 48 %" in note
-    misses = [round((r.mfu / row[7] - 1) * 100) for r, row in zip(runs, LLAMA3_TABLE4)]
-    assert misses == [15, 17] and "15 and 17 % above" in note
+    rows = LLAMA3_TABLE4[:2]
+    assert [llama3(row).recompute_fraction for row in rows] == [0.375, 0.25]
+    assert "three eighths of the layers at 8K GPUs and a quarter at 16K" in note
+    misses = [round((llama3_full_recompute(row).mfu / row[7] - 1) * 100) for row in rows]
+    assert misses == [-12, -17] and "12 and 17 % below" in note
+
+
+def test_megatron_h100_series_note_is_what_the_model_says():
+    from mlsysim.validation.training import SERIES, megatron_core_strong
+    note = next(s for s in SERIES if s.name.startswith("Megatron-LM strong")).note
+    published = {96: 0.47, 4608: 0.42}
+
+    def miss(gpus, **kw):
+        return round((megatron_core_strong(gpus, **kw).mfu / published[gpus] - 1) * 100)
+    assert [miss(g, matmul_efficiency=794.5 / 989.4) for g in published] == [22, 12]
+    assert "(794.5) puts the model 22 and 12 % high" in note
+    assert (miss(4608, grad_precision="bf16"), miss(4608)) == (9, 5)
+    assert "the 4,608-GPU point is 9 % high instead of 5 %" in note
 
 
 @pytest.mark.parametrize("attention, seq_len", [("flash", 8192), ("eager", 2048)])

@@ -173,3 +173,18 @@ def test_bad_input():
         ms.training_memory("resnet-50")
     with pytest.raises(ValueError, match="params"):
         ms.model_states_B(-1)
+
+
+def test_fp32_gradients_give_megatrons_distributed_optimizer_bytes():
+    # Megatron-LM's distributed optimizer with bf16 weights and fp32 gradients: 6 + 12/N bytes
+    # per parameter (docs/source/api-guide/dist_optimizer.md); ZeRO's bf16 gradients: 4 + 12/N
+    for n in (1, 8, 64):
+        r = ms.training_memory("gpt-3", zero_stage=1, dp=n, tp=8, pp=8, seq_len=2048, grad_precision="fp32")
+        assert r.model_states_B / r.params_per_gpu == pytest.approx(6 + 12 / n)
+        z = ms.training_memory("gpt-3", zero_stage=1, dp=n, tp=8, pp=8, seq_len=2048)
+        assert z.model_states_B / z.params_per_gpu == pytest.approx(4 + 12 / n)
+
+
+def test_an_unknown_gradient_format_is_named():
+    with pytest.raises(ms.MlsysimError, match="grad_precision"):
+        ms.training_memory("gpt-3", seq_len=2048, grad_precision="fp9")

@@ -278,3 +278,22 @@ def test_scaling_explorer():
     assert len(steps) >= 4 and "1,024 GPUs" in ex.summary_text()
     ex.controls["model"].value = "Llama-3-8B"
     assert all(r.model == "Llama-3-8B" for r in ex.result.values())
+
+
+@pytest.mark.parametrize("zero, ratio", [(0, 2.0), (1, 1.5)])
+def test_fp32_gradients_double_what_the_reduction_moves_not_the_weight_gather(zero, ratio):
+    # DDP all-reduces the gradients (fp32: twice the bytes); ZeRO-1 reduce-scatters them in
+    # fp32 and all-gathers the bf16 weights: 4 + 2 bytes for 2 + 2
+    c = ms.cluster("dgx-h100", nodes=16)
+    kw = dict(tp=8, pp=4, zero_stage=zero, overlap=0.0)
+    a = ms.train_step("llama-3-70b", c, 128, 4096, **kw)
+    b = ms.train_step("llama-3-70b", c, 128, 4096, grad_precision="fp32", **kw)
+    assert b.dp_comm_s / a.dp_comm_s == pytest.approx(ratio, rel=1e-4)   # the latency term stays
+    assert "fp32 gradients" in str(b) and "gradients" not in str(a)
+    assert b.grad_precision == "fp32" and a.grad_precision == ""
+
+
+def test_the_search_keeps_the_gradient_format():
+    s = ms.best_parallelism("llama-3-8b", ms.cluster("dgx-h100", nodes=2), 64, 4096, grad_precision="fp32")
+    assert s.best.grad_precision == "fp32"
+    assert s.best.memory.grads_B == pytest.approx(4 * s.best.memory.params_per_gpu / (s.best.dp if s.best.zero_stage >= 2 else 1))

@@ -92,12 +92,12 @@ def generate(model, hardware, prompt_tokens=2048, output_tokens=256, batch=1, pr
     :data:`~mlsysim.serving.step.DEFAULT_EFFICIENCY`; ``prefill_efficiency`` is the
     prefill's achieved fraction of the dense peak (or the ``efficiency`` given).
 
-    Worked number: a 128-token prompt's GEMMs reach 30 % of an H100's peak, so the TTFT is
-    6.82 ms (6.13 ms at the scalar η = 0.70); 19 decode steps of 6.06 ms follow.
+    Worked number: a 128-token prompt's GEMMs reach 29 % of an H100's peak, so the TTFT is
+    7.06 ms (6.13 ms at the scalar η = 0.70); 19 decode steps of 6.06 ms follow.
 
     >>> g = generate("llama-2-7b", "h100", prompt_tokens=128, output_tokens=20)
     >>> round(g.ttft_s * 1e3, 2), round(g.itl_s * 1e3, 2), round(g.e2e_s * 1e3), round(g.prefill_efficiency, 2)
-    (6.82, 6.06, 122, 0.3)
+    (7.06, 6.06, 122, 0.29)
     >>> round(generate("llama-2-7b", "h100", prompt_tokens=128, output_tokens=20, efficiency=0.70).ttft_s * 1e3, 2)
     6.13
     """

@@ -130,7 +130,7 @@ CASES += [
          predict=lambda d=dev, b=b: generate("llama-2-7b", "a100-80gb" if d == "a100" else "h100-sxm",
                                              prompt_tokens=NEMO_PROMPT, output_tokens=NEMO_OUTPUT, batch=b).e2e_s,
          tolerance=0.35, source=NEMO_SOURCE,
-         note="The model is 19-31 % faster than NeMo's measured request latency on both GPUs: the measurement "
+         note="The model is 19-30 % faster than NeMo's measured request latency on both GPUs: the measurement "
               "times a whole serving request (scheduling, sampling, detokenisation between steps), which adds "
               "per-step host time that the kernel-level overhead term does not include.")
     for b, (a100, h100) in NEMO_LLAMA2_7B_MS.items() for dev in ("a100", "h100")
