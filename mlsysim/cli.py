@@ -356,7 +356,8 @@ def _json_train(s) -> dict:
                        "microbatches": b.microbatches, "interleave": b.interleave, "zero_stage": b.zero_stage,
                        "recompute": b.recompute, "recompute_fraction": b.recompute_fraction,
                        "elementwise": b.elementwise},
-            "grad_precision": b.grad_precision or None, "step_s": b.step_s, "compute_s": b.compute_s, "comm_s": b.comm_s, "bubble_s": b.bubble_s,
+            "grad_precision": b.grad_precision or None,
+            "step_s": b.step_s, "compute_s": b.compute_s, "comm_s": b.comm_s, "bubble_s": b.bubble_s,
             "optimizer_s": b.optimizer_s, "mfu": b.mfu, "hfu": b.hfu, "tokens_per_s": b.tokens_per_s,
             "memory_per_gpu_B": b.memory_per_gpu_B, "capacity_B": b.memory.capacity_B,
             "evaluated": s.evaluated, "feasible": s.feasible}

@@ -7,7 +7,9 @@ ranks need, per GPU,
 
     DDP 16Ψ,   ZeRO-1 4Ψ + 12Ψ/N,   ZeRO-2 2Ψ + 14Ψ/N,   ZeRO-3 (FSDP) 16Ψ/N.
 
-Other optimizers change K (``optimizers.training_state``). Tensor parallelism (TP, degree
+Other optimizers change K (``optimizers.training_state``). ``grad_precision="fp32"`` keeps the
+gradients in 4 bytes, as bf16 runs usually do (Megatron-LM's distributed optimizer: 6Ψ + 12Ψ/N
+for ZeRO-1). Tensor parallelism (TP, degree
 t) splits every weight matrix of a layer t ways (norms stay replicated; K/V projections
 are replicated when t exceeds the KV heads); pipeline parallelism (PP, p stages, each
 of ⌈L/(p·v)⌉·v layers) keeps one stage per GPU, the embedding on the first stage and the
@@ -430,8 +432,9 @@ def training_memory(m, optimizer: str = "adam", precision: str = "bf16", zero_st
     scalar = ops(zero, tp, pp, dp, cp, ep, b, s, v, sp, M, rc, share) is _SCALAR
     bad, reason = raise_or_mask(fractional + structure_violations(m, tp, pp, cp, ep, dp, v, s), scalar,
                                 lambda: f"tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, interleave {v}")
-    out = memory_core(m, bytes_per_param(m, opt, precision, grad_precision), zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M,
-                      bytes_per(precision), attention == "eager", share)
+    per_param = bytes_per_param(m, opt, precision, grad_precision)
+    out = memory_core(m, per_param, zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M, bytes_per(precision),
+                      attention == "eager", share)
     capacity = hw.memory_B if hw is not None else None
     fits = True if capacity is None else out["total_B"] <= capacity
     if scalar:

@@ -458,8 +458,8 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
     precision : the format of weights, activations and the peak used.
     efficiency : ``None`` (default) times each matrix multiply from its shape
         (:mod:`mlsysim.kernels`); a number η in (0, 1] times all of them at η · peak.
-    zero_stage, optimizer, recompute, recompute_fraction, sequence_parallel, attention, grad_precision : as in
-        :func:`~mlsysim.memory.training_memory` (``recompute_fraction`` re-runs the forward of that
+    zero_stage, optimizer, recompute, recompute_fraction, sequence_parallel, attention, grad_precision :
+        as in :func:`~mlsysim.memory.training_memory` (``recompute_fraction`` re-runs the forward of that
         share of the other layers; ``grad_precision`` also sets the bytes the data-parallel
         gradient reduction moves).
     elementwise : "fused" (default: Megatron-LM, Transformer Engine, torch.compile) charges the
