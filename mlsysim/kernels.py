@@ -12,8 +12,9 @@ the longer of two terms (NVIDIA, *Matrix Multiplication Background User's Guide*
   of the dense peak P that a large, well-shaped GEMM sustains on the part
   (``Hardware.matmul_efficiency``): measured under continuous load where a measurement is
   published, so that it holds the clock the part settles at under its power limit, and the
-  main loop's own overheads. A benchmark's best iteration runs on a cold GPU before the clock
-  settles and reads higher (H100: 794.5 TFLOP/s best iteration, 730 sustained);
+  main loop's own overheads. The best iteration of a short benchmark reads higher: it catches
+  the clock before the power limit pulls it down (H100: 794.5 TFLOP/s best iteration, 730
+  sustained);
 * **memory** = batch · (m·k + k·n + m·n) · bytes / B: each operand read and the result
   written once at the HBM bandwidth B — the GEMM's own roofline. A thin GEMM (small k, or
   one row per token in decode) has a low arithmetic intensity and is memory-bound.

@@ -343,7 +343,7 @@ SERIES = [
            note="MFU falls as data-parallel replicas are added to the fixed batch: fewer micro-batches per "
                 "pipeline, a larger bubble and more exposed gradient traffic. Two inputs carry the level. "
                 "The H100's matmul rate is the sustained one (730 TFLOP/s on a node under continuous load); "
-                "a benchmark's best iteration on a cold GPU (794.5) puts the model 22 and 12 % high. "
+                "a short benchmark's best iteration (794.5) puts the model 22 and 12 % high. "
                 "Megatron-LM's fp32 gradients add 2 bytes per parameter and double the reduce-scatter; "
                 "with bf16 gradients the 4,608-GPU point is 9 % high instead of 5 %."),
 ]
