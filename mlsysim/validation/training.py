@@ -267,6 +267,11 @@ def _gpt3_131k() -> Transformer:
                                max_context=4096, learned_positions=0)
 
 
+#: The H100's η_mm at the best iteration of a short benchmark, 794.5 of 989.4 TFLOP/s (Bekman,
+#: ml-engineering 'Maximum Achievable Matmul FLOPS comparison table', 2025), against the
+#: sustained rate the registry holds: the notes say what the level owes to the difference.
+H100_BEST_ITERATION = 794.5 / 989.4
+
 #: GPUs of one model replica in Megatron-LM's strong-scaling series: the 96 of its first point.
 #: Adding GPUs adds data-parallel replicas (4,608 = 48 × 96; the batch of 1,152 = 48 × 24).
 MEGATRON_CORE_REPLICA = 96
