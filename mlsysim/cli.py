@@ -11,6 +11,7 @@
     mlsysim assign notebooks/ --out source/ps1 --nbgrader
     mlsysim score --execute submitted/alice/           # exercises answered correctly
     mlsysim lab checkpoint --engine sync --size-mb 256 --steps 20 --every 5   # real checkpoints, timed
+    mlsysim lab checkpoint --framework torch --compare --size-mb 64   # torch.save, DCP and ours, one state
 
 Output is a readable table; ``--json`` prints one JSON object whose numbers are plain SI
 values with the unit in the key (``time_s``, ``memory_B``, ``bandwidth_Bps``, ``energy_J``,
@@ -476,7 +477,15 @@ def _add_lab(commands) -> None:
                                     "checkpoint back and check that it resumes bit for bit; print the "
                                     "measured stall, save and load times and bandwidths beside what "
                                     "mlsysim.checkpoint predicts for this machine's measured memory and disk.")
-    c.add_argument("--engine", default="concurrent", help="sync or concurrent (default concurrent)")
+    c.add_argument("--framework", default="numpy", choices=("numpy", "torch"),
+                   help="numpy: the NumPy language model (default); torch: the PyTorch transformer, "
+                        "with torch.save and torch.distributed.checkpoint as baselines (needs the torch extra)")
+    c.add_argument("--engine", default="concurrent",
+                   help="sync or concurrent (default concurrent); with --framework torch also torch.save, "
+                        "torch.save+fsync, dcp, dcp-async")
+    c.add_argument("--compare", action="store_true",
+                   help="with --framework torch: every engine on one state, beside the machine's floors")
+    c.add_argument("--repeats", type=int, default=3, help="with --framework torch: timed rounds (default 3)")
     c.add_argument("--size-mb", type=float, default=64.0, help="checkpoint size in MB (1e6 B; default 64)")
     c.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
     c.add_argument("--every", type=int, default=5, help="checkpoint every this many steps (default 5)")
@@ -500,6 +509,11 @@ def _progress_bar(done: int, total: int) -> None:
 
 
 def _run_lab_checkpoint(args) -> int:
+    if args.framework == "torch":
+        return _run_lab_checkpoint_torch(args)
+    if args.compare:
+        from .errors import MlsysimError
+        raise MlsysimError("--compare needs --framework torch (it sets PyTorch's own engines beside this package's)")
     from .lab.engines import ENGINES
     from .lab.experiment import run
     from .errors import MlsysimError, UnknownNameError
@@ -510,6 +524,26 @@ def _run_lab_checkpoint(args) -> int:
     r = run(args.engine, size_B=args.size_mb * 1e6, steps=args.steps, every=args.every, directory=args.dir,
             buffers=args.buffers, keep=args.keep, progress=_progress_bar)
     emit(r.to_dict() if args.json else r, args)
+    return 0
+
+
+def _run_lab_checkpoint_torch(args) -> int:
+    from .errors import MlsysimError, UnknownNameError
+    try:
+        import torch  # noqa: F401  (the optional extra)
+    except ImportError:
+        raise MlsysimError("--framework torch needs PyTorch, the optional extra: pip install -e '.[torch]' "
+                           "(or pip install -r requirements-lab.txt)") from None
+    from .lab.torch_compare import compare
+    from .lab.torch_engines import ALL_ENGINES
+    if not args.compare and args.engine not in ALL_ENGINES:
+        raise UnknownNameError("checkpoint engine", args.engine, ALL_ENGINES)
+    if not args.size_mb > 0:
+        raise MlsysimError(f"--size-mb must be positive, got {args.size_mb}")
+    say = (lambda m: print(f"  {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
+    c = compare(args.size_mb * 1e6, engines=ALL_ENGINES if args.compare else (args.engine,),
+                repeats=args.repeats, directory=args.dir, progress=say)
+    emit(c.to_dict() if args.json else c, args)
     return 0
 
 

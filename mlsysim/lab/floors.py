@@ -1,0 +1,105 @@
+"""The machine's floors for a checkpoint of ``size_B`` bytes: what no engine can beat.
+
+* **memory copy** — copying ``size_B`` bytes from one host buffer to another (``np.copyto``,
+  each byte read once and written once); a snapshot that lets training continue must copy
+  the state at least once, so no such snapshot stalls less than ``size_B / copy_Bps``;
+* **write + fsync** — writing ``size_B`` bytes sequentially from memory to a new file in the
+  checkpoint directory (16 MB ``os.write`` calls, then ``fsync``), as ``dd conv=fsync``
+  does; no durable save can finish sooner than ``size_B / write_Bps``;
+* **read** — reading that file back in one call, once with its pages dropped from the page
+  cache (``posix_fadvise(DONTNEED)``; cold) and once right after (warm). If the two are
+  close, the drop did not take effect (or the device is as fast as memory):
+  :attr:`Floors.cache_dropped` says which.
+
+Each is the best of ``repeats`` timings (a floor is the least disturbed run).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..measure import drop_page_cache
+
+CHUNK_B = 16 * 2 ** 20
+
+
+@dataclass(frozen=True)
+class Floors:
+    """Rates in bytes per second and the floors in seconds for ``size_B`` bytes."""
+
+    size_B: float
+    copy_Bps: float
+    write_Bps: float
+    read_cold_Bps: float
+    read_warm_Bps: float
+
+    @property
+    def copy_floor_s(self) -> float:
+        return self.size_B / self.copy_Bps
+
+    @property
+    def write_floor_s(self) -> float:
+        return self.size_B / self.write_Bps
+
+    @property
+    def read_floor_s(self) -> float:
+        return self.size_B / self.read_cold_Bps
+
+    @property
+    def cache_dropped(self) -> bool:
+        """Whether the cold read was measurably slower than the warm one (at least 1.5x)."""
+        return self.read_warm_Bps > 1.5 * self.read_cold_Bps
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "copy_floor_s": self.copy_floor_s, "write_floor_s": self.write_floor_s,
+                "read_floor_s": self.read_floor_s, "cache_dropped": self.cache_dropped}
+
+
+def _best(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure_floors(size_B: float, directory=None, repeats: int = 3) -> Floors:
+    """Measure the three floors with ``size_B`` bytes in ``directory`` (a temporary file, removed)."""
+    n = max(int(size_B), 1)
+    src = np.full(n, 7, dtype=np.uint8)
+    dst = np.empty_like(src)
+    dst.fill(0)                                   # touch the pages outside the timing
+    copy_s = _best(lambda: np.copyto(dst, src), repeats)
+    view = memoryview(src)
+    with tempfile.TemporaryDirectory(dir=directory, prefix="floors-") as tmp:
+        path = os.path.join(tmp, "floor.bin")
+
+        def write():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                for i in range(0, n, CHUNK_B):
+                    os.write(fd, view[i:i + CHUNK_B])
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        def read():
+            with open(path, "rb", buffering=0) as f:
+                f.readinto(memoryview(dst))
+
+        def read_cold():
+            drop_page_cache(path)
+            t0 = time.perf_counter()
+            read()
+            return time.perf_counter() - t0
+
+        write_s = _best(write, repeats)
+        cold_s = min(read_cold() for _ in range(repeats))
+        warm_s = _best(read, repeats)
+    return Floors(size_B=float(n), copy_Bps=n / copy_s, write_Bps=n / write_s, read_cold_Bps=n / cold_s,
+                  read_warm_Bps=n / warm_s)

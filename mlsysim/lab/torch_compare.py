@@ -1,0 +1,304 @@
+"""Every engine on one PyTorch training state, in one run, beside the machine's floors.
+
+Needs the optional extra (``pip install -e .[torch]``). :func:`compare` trains the lab's
+transformer (:mod:`mlsysim.lab.torch_train`) for two steps, then checkpoints that one
+state with each engine of :data:`~mlsysim.lab.torch_engines.ALL_ENGINES`:
+
+1. **Save.** One untimed warm-up save per engine, then ``repeats`` timed rounds; in each
+   round every engine saves once, in a rotated order (a shared disk drifts: no engine
+   always goes first). After each save the run waits until it is durable and flushes
+   the page cache's dirty pages (``os.sync``, untimed), so that one engine's unwritten
+   bytes never slow the next. Stall = the time ``save`` held the caller; durable = the
+   time until the checkpoint was committed (NaN for plain ``torch.save``, which never
+   is). Medians over the rounds.
+2. **Load.** Each engine's own loader reads its newest checkpoint ``repeats`` times, the
+   files' pages dropped from the page cache first (median). DCP loads in place into a
+   state of the same structure made beforehand (its normal use: the model's own tensors);
+   the other loaders allocate what they return.
+3. **Resume.** A trainer built from each loaded state trains two more steps; their
+   losses must equal, bit for bit, those of the run that never stopped.
+4. **Corruption.** One byte in the middle of each engine's newest checkpoint (its largest
+   file) is flipped, and the engine's loader is asked again: it refuses the file (and
+   falls back to the previous checkpoint), fails, or returns changed tensors without
+   an error — the finding this step exists to show.
+
+:func:`mlsysim.checkpoint`'s prediction for this machine (measured floors as its memory
+and storage rates, see :mod:`mlsysim.lab.predict`) stands beside each engine: the
+``sync`` strategy for the engines that block until durable, ``async`` for those that
+snapshot and persist in the background.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import statistics
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..errors import MlsysimError, UnknownNameError
+from ..measure import drop_page_cache
+from ..tables import Table
+from . import store
+from .floors import Floors, measure_floors
+from .predict import machine_from, predict
+from .torch_engines import ALL_ENGINES, load_latest, make, newest_path
+from .torch_train import TorchConfig, TorchTrainer
+
+RESUME_STEPS = 2
+ASYNC = ("dcp-async", "concurrent")   # snapshot, then persist in the background
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    """One engine on the shared state: medians of the timed rounds, and what its loader did."""
+
+    engine: str
+    size_B: int                 # bytes on disk of one checkpoint
+    stall_s: float
+    durable_s: float            # NaN: never durable (plain torch.save)
+    load_s: float
+    resumed_exactly: bool
+    corruption: str             # what the loader did with a flipped byte
+    corruption_noticed: bool
+    predicted_stall_s: float
+    predicted_durable_s: float
+    predicted_load_s: float
+    stalls_s: tuple = ()
+    durables_s: tuple = ()
+    loads_s: tuple = ()
+
+    def to_dict(self, floors: Floors) -> dict:
+        return {"engine": self.engine, "size_B": self.size_B, "stall_s": self.stall_s,
+                "durable_s": None if self.durable_s != self.durable_s else self.durable_s,
+                "durable": self.durable_s == self.durable_s, "load_s": self.load_s,
+                "resumed_exactly": self.resumed_exactly, "corruption": self.corruption,
+                "corruption_noticed": self.corruption_noticed, "copy_floor_s": floors.copy_floor_s,
+                "write_floor_s": floors.write_floor_s,
+                "predicted": {"stall_s": self.predicted_stall_s, "durable_s": self.predicted_durable_s,
+                              "load_s": self.predicted_load_s},
+                "stalls_s": list(self.stalls_s), "durables_s": [None if d != d else d for d in self.durables_s],
+                "loads_s": list(self.loads_s)}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Result of :func:`compare`: the floors and one :class:`EngineRun` per engine."""
+
+    size_B: int                 # bytes of the state's tensors
+    config: TorchConfig
+    repeats: int
+    floors: Floors
+    runs: tuple
+
+    def run(self, engine: str) -> EngineRun:
+        for r in self.runs:
+            if r.engine == engine:
+                return r
+        raise UnknownNameError("engine in this comparison", engine, [r.engine for r in self.runs])
+
+    def table(self) -> Table:
+        f = self.floors
+        rows = [{"engine": r.engine, "blocked s": r.stall_s,
+                 "durable s": "never" if r.durable_s != r.durable_s else r.durable_s,
+                 "load s": r.load_s, "model stall s": r.predicted_stall_s,
+                 "resumed exactly": r.resumed_exactly, "flipped byte": r.corruption} for r in self.runs]
+        title = (f"{self.size_B / 1e6:.0f} MB of state, median of {self.repeats}; floors: copy "
+                 f"{f.copy_floor_s:.3g} s, write + fsync {f.write_floor_s:.3g} s, read {f.read_floor_s:.3g} s")
+        return Table(rows, title)
+
+    def __str__(self) -> str:
+        return str(self.table())
+
+    def _repr_html_(self) -> str:
+        return self.table()._repr_html_()
+
+    def to_dict(self) -> dict:
+        """Plain SI values (schema ``mlsysim.lab.torch-compare/1``): one record per engine, and the floors."""
+        f = self.floors
+        return {"schema": "mlsysim.lab.torch-compare/1", "size_B": self.size_B, "repeats": self.repeats,
+                "config": vars(self.config).copy(), "floors": f.to_dict(), "copy_floor_s": f.copy_floor_s,
+                "write_floor_s": f.write_floor_s, "engines": [r.to_dict(f) for r in self.runs]}
+
+
+def _flat(obj, prefix=""):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _flat(v, f"{prefix}{k}.")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _flat(v, f"{prefix}{i}.")
+    else:
+        yield prefix, obj
+
+
+def same_state(a, b) -> bool:
+    """Whether two states hold the same values, tensors compared bit for bit."""
+    fa, fb = dict(_flat(a)), dict(_flat(b))
+    if fa.keys() != fb.keys():
+        return False
+    for k, x in fa.items():
+        y = fb[k]
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            x, y = torch.as_tensor(x), torch.as_tensor(y)
+            if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(x.reshape(-1).view(torch.uint8),
+                                                                           y.reshape(-1).view(torch.uint8)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _files(path: Path) -> list[Path]:
+    return sorted(path.iterdir()) if path.is_dir() else [path]
+
+
+def flip_middle_byte(path: Path) -> Path:
+    """Flip every bit of the middle byte of ``path`` (of its largest file, for a directory)."""
+    target = max(_files(path), key=lambda p: p.stat().st_size)
+    with open(target, "r+b") as f:
+        f.seek(target.stat().st_size // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0xFF]))
+        f.flush()
+        os.fsync(f.fileno())
+    return target
+
+
+def _template(kind: str, cfg: TorchConfig):
+    return TorchTrainer(cfg).state() if kind.startswith("dcp") else None
+
+
+def _timed_loads(kind: str, directory: Path, cfg: TorchConfig, repeats: int):
+    times, loaded = [], None
+    for _ in range(repeats):
+        for p in _files(newest_path(kind, directory)):
+            drop_page_cache(p)
+        template = _template(kind, cfg)
+        loaded = load_latest(kind, directory, template=template)
+        times.append(loaded.read_s)
+    return times, loaded
+
+
+def _corrupt(kind: str, directory: Path, cfg: TorchConfig, saved) -> tuple[str, bool]:
+    newest = newest_path(kind, directory)
+    flipped = flip_middle_byte(newest)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            got = load_latest(kind, directory, template=_template(kind, cfg))
+        except Exception as e:
+            return f"refused, nothing loaded ({type(e).__name__})", True
+    if got.path != str(newest):
+        named = any(flipped.name in str(w.message) or newest.name in str(w.message) for w in caught)
+        return (f"refused; fell back to the previous checkpoint" + (", warning named the file" if named else "")), True
+    if same_state(got.state, saved):
+        return "loaded; the byte changed nothing that was read", False
+    return "loaded changed tensors without an error", False
+
+
+def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directory=None,
+            cfg: TorchConfig | None = None, floors: Floors | None = None, progress=None) -> Comparison:
+    """Checkpoint one PyTorch training state with every engine (see the module's text).
+
+    ``cfg`` (default :meth:`TorchConfig.for_size` of ``size_B``) sets the model; ``floors``
+    reuses an earlier measurement; ``directory`` (default: a temporary one) receives one
+    folder per engine and must not hold checkpoints already; ``progress(message)`` is told
+    what is running.
+    """
+    engines = tuple(engines)
+    for e in engines:
+        if e not in ALL_ENGINES:
+            raise UnknownNameError("checkpoint engine", e, ALL_ENGINES)
+    if not engines or len(set(engines)) != len(engines):
+        raise MlsysimError(f"engines must name each engine once, got {engines!r}")
+    if type(repeats) is not int or repeats < 1:
+        raise MlsysimError(f"repeats must be a positive integer, got {repeats!r}")
+    cfg = cfg or TorchConfig.for_size(size_B)
+    say = progress or (lambda message: None)
+    with tempfile.TemporaryDirectory(prefix="mlsysim-torch-lab-") as tmp:
+        root = store.check_directory(directory or tmp)
+        folders = {e: root / e.replace("+", "-").replace(".", "-") for e in engines}
+        for e, d in folders.items():
+            if d.exists() and any(d.iterdir()):
+                raise MlsysimError(f"{d} already holds files; give an empty directory (the lab never deletes "
+                                   f"checkpoints it did not write)")
+        trainer = TorchTrainer(cfg)
+        for _ in range(2):
+            trainer.step()
+        state = trainer.state()
+        state_B = trainer.state_B
+        say(f"measuring the floors with {state_B / 1e6:.0f} MB")
+        floors = floors or measure_floors(state_B, root, repeats=repeats)
+        machine = machine_from(floors.copy_Bps, floors.write_Bps, floors.read_cold_Bps)
+        pred = predict(state_B, machine, interval_s=1e6)
+        live = {}
+        try:
+            for e in engines:
+                live[e] = make(e, folders[e], keep=2)
+                if e == "concurrent":
+                    live[e].prepare(store.layout(state, 0).size_B)
+            for k in range(repeats + 1):            # k = 0: the untimed warm-up
+                say(f"round {k} of {repeats}" if k else "warm-up saves")
+                for e in engines[k % len(engines):] + engines[:k % len(engines)]:
+                    live[e].save(k + 1, state)
+                    live[e].wait()
+                    os.sync()
+            records = {e: live[e].summary()[1:] for e in engines}
+        finally:
+            for eng in live.values():
+                eng.close()
+        saved = copy.deepcopy(state)         # the state every engine saved, before training goes on
+        reference = [trainer.step() for _ in range(RESUME_STEPS)]
+        runs = []
+        for e in engines:
+            say(f"loading {e}")
+            loads, loaded = _timed_loads(e, folders[e], cfg, repeats)
+            back = TorchTrainer.from_state(loaded.state)
+            resumed = [back.step() for _ in range(RESUME_STEPS)] == reference
+            corruption, noticed = _corrupt(e, folders[e], cfg, saved)
+            recs = records[e]
+            asynchronous = e in ASYNC
+            runs.append(EngineRun(
+                engine=e, size_B=recs[-1].size_B, stall_s=statistics.median(r.stall_s for r in recs),
+                durable_s=statistics.median(r.durable_s for r in recs) if e != "torch.save" else float("nan"),
+                load_s=statistics.median(loads), resumed_exactly=resumed, corruption=corruption,
+                corruption_noticed=noticed,
+                predicted_stall_s=pred.concurrent_stall_s if asynchronous else pred.sync_stall_s,
+                predicted_durable_s=pred.copy_s + pred.write_s if e != "torch.save" else float("nan"),
+                predicted_load_s=pred.restore_s, stalls_s=tuple(r.stall_s for r in recs),
+                durables_s=tuple(r.durable_s for r in recs), loads_s=tuple(loads)))
+    return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs))
+
+
+def targets(result) -> list[tuple[str, bool, str]]:
+    """The benchmark's targets as (name, met, the numbers), for a :class:`Comparison` or its
+    :meth:`~Comparison.to_dict` (such as the recorded run of :func:`recorded`)."""
+    d = result.to_dict() if isinstance(result, Comparison) else result
+    e = {r["engine"]: r for r in d["engines"]}
+    copy, write = d["copy_floor_s"], d["write_floor_s"]
+    conc, dcp_async, sync, tsave = e["concurrent"], e["dcp-async"], e["sync"], e["torch.save+fsync"]
+    return [
+        ("concurrent stall <= 1/2 of dcp.async_save's", conc["stall_s"] <= 0.5 * dcp_async["stall_s"],
+         f"{conc['stall_s']:.3f} s vs {dcp_async['stall_s']:.3f} s"),
+        ("concurrent stall <= 2 x the copy floor", conc["stall_s"] <= 2 * copy,
+         f"{conc['stall_s']:.3f} s vs {copy:.3f} s"),
+        ("sync durable <= torch.save + fsync", sync["durable_s"] <= tsave["durable_s"],
+         f"{sync['durable_s']:.3f} s vs {tsave['durable_s']:.3f} s"),
+        ("sync durable <= 1.3 x the write + fsync floor", sync["durable_s"] <= 1.3 * write,
+         f"{sync['durable_s']:.3f} s vs {write:.3f} s"),
+        ("load_latest <= torch.load", sync["load_s"] <= e["torch.save"]["load_s"],
+         f"{sync['load_s']:.3f} s vs {e['torch.save']['load_s']:.3f} s"),
+    ]
+
+
+def recorded() -> dict:
+    """The full-size run of ``benchmarks/bench_lab_torch.py --record`` stored with the package
+    (``lab/data/torch_benchmark.json``): date, command, floors and every engine's numbers."""
+    import json
+    from importlib.resources import files
+    return json.loads(files(__package__).joinpath("data/torch_benchmark.json").read_text(encoding="utf-8"))
