@@ -1,0 +1,326 @@
+"""Find the claims the prose makes and check that each one is asserted or sourced.
+
+    python tools/prose_claims.py [paths...]   # problems only; exit 1 if any
+    python tools/prose_claims.py --list       # every flagged or marked sentence with its status
+    python tools/prose_claims.py --stats      # counts per file
+
+Without paths it reads notebooks/*.ipynb and book/*.md. A sentence of the prose is *flagged*
+when it compares, gives a cause, a tolerance or a percentage (see ``PATTERNS``). A flagged
+sentence needs a mark written right after it, invisible on the site and in Jupyter:
+
+    ... reaches only a few per cent of the peak. <!-- claim: decode-gemm-share -->
+    ... as Meta reports 38-43 % MFU. <!-- sourced: Llama 3 paper, 2024, Table 4 -->
+
+A ``claim`` id (lowercase words joined by '-', several separated by commas) must appear as the
+text ``claim <id>:`` inside an ``assert`` statement: for a notebook, in a code cell at most
+``NEAR`` cells before or after the markdown cell; for a book page, in a test under tests/ or in
+a ``{code-cell}`` of the page itself. A mark on an unflagged sentence is checked the same way.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NEAR = 8  # cells either side of a notebook's markdown cell where the asserting code may sit
+
+# --- what makes a sentence a claim -------------------------------------------------------------
+PATTERNS = [
+    re.compile(r"\b(?!rather\b|other\b)\w+er than\b", re.I),  # faster than, larger than, ...
+    re.compile(r"\b(more|less|fewer|worse|better) than\b", re.I),
+    re.compile(r"\bbecause\b", re.I),
+    re.compile(r"\bwithin\s+(a factor|±|\+/-|\d)", re.I),
+    re.compile(r"\d\s*\\?%"),
+    re.compile(r"\bper ?cent\b", re.I),
+]
+MARK = re.compile(r"<!--\s*(claim|sourced)\s*:(.*?)-->", re.S | re.I)
+COMMENT = re.compile(r"<!--.*?-->", re.S)
+CLAIM_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One flagged or marked sentence. ``where`` is 'cell N' (notebook) or 'line N' (page)."""
+    file: str
+    where: str
+    sentence: str
+    marks: tuple  # (("claim", "id"), ("sourced", "citation"), ...)
+    status: str   # asserted | sourced | unmarked | unasserted | malformed
+    reason: str = ""
+
+    @property
+    def problem(self) -> bool:
+        return self.status in ("unmarked", "unasserted", "malformed")
+
+
+# --- markdown -> units (paragraphs, list items, table rows) ------------------------------------
+FENCE = re.compile(r"^\s*(`{3,}|~{3,}|:{3,})\s*(\{([\w:-]+)\})?\s*(.*)$")
+CODE_DIRECTIVES = {"code-cell", "code", "code-block", "sourcecode", "math", "literalinclude",
+                   "raw", "eval-rst", "mermaid", "toctree", "include", "image", "csv-table"}
+OPTION = re.compile(r"^\s*:[\w-]+:")          # ":tags: [hide-input]" after a directive fence
+ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s+")   # a list item starts a unit
+RULE = re.compile(r"^\s*([-*_]\s*){3,}$")      # horizontal rule
+TABLE_SEP = re.compile(r"^\s*\|?[\s:|-]+\|[\s:|-]*$")
+
+
+def units(markdown: str) -> list[tuple[int, str]]:
+    """Split markdown into (first line number, text) units; code, math blocks and headings go."""
+    out, buf, start = [], [], 0
+    fences = []  # stack of (fence string, keep content as prose?)
+    lines = markdown.split("\n")
+    if lines and lines[0].strip() == "---":  # front matter (MyST text notebooks)
+        end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), 0)
+        lines = [""] * (end + 1) + lines[end + 1:]
+
+    def flush():
+        text = " ".join(l.strip() for l in buf).strip()
+        if text:
+            out.append((start, text))
+        buf.clear()
+
+    after_fence = False
+    for n, line in enumerate(lines, 1):
+        m = FENCE.match(line)
+        if fences and m and m.group(1)[0] == fences[-1][0][0] and len(m.group(1)) >= len(fences[-1][0]) \
+                and not m.group(2) and not m.group(4):
+            flush()
+            fences.pop()
+            continue
+        if m and (not fences or fences[-1][1]):
+            flush()  # opening fence: ``` or ~~~ blocks are code unless they name a prose directive
+            name = m.group(3)
+            prose = bool(name) and name not in CODE_DIRECTIVES
+            fences.append((m.group(1), prose))
+            after_fence = True  # its argument (an admonition title) and option lines are no prose
+            continue
+        if fences and not fences[-1][1]:
+            continue
+        if after_fence and OPTION.match(line):
+            continue
+        after_fence = False
+        s = line.strip()
+        if not s or RULE.match(s) or s == "+++" or re.match(r"^\(.+\)=$", s):
+            flush()
+        elif s.startswith("#"):  # heading
+            flush()
+        elif s.startswith("|"):  # a table row is a unit; the separator row is dropped
+            flush()
+            if not TABLE_SEP.match(s):
+                out.append((n, " ; ".join(c.strip() for c in s.strip("|").split("|"))))
+        elif ITEM.match(line):
+            flush()
+            start, buf[:] = n, [ITEM.sub("", line)]
+        else:
+            if not buf:
+                start = n
+            buf.append(re.sub(r"^(\s*>)+", "", line))
+    flush()
+    return out
+
+
+# --- units -> sentences with their marks -------------------------------------------------------
+ABBREV = re.compile(r"\b(e\.g|i\.e|etc|vs|cf|al|approx|Fig|Eq|No|Sec|Ch|ca|resp|U\.S|U\.K)\.$", re.I)
+BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]*_]*(\s*\x00\d+\x00)*\s+")  # marks stay with the sentence
+
+
+def sentences(unit: str) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Split a unit into (sentence, marks); a mark belongs to the sentence it follows."""
+    comments = []
+
+    def hide(m):  # comments become placeholders so that sentence splitting sees no spaces in them
+        comments.append(m.group(0))
+        return f"\x00{len(comments) - 1}\x00"
+
+    text = COMMENT.sub(hide, unit)
+    pieces, last = [], 0
+    for m in BOUNDARY.finditer(text):
+        head = text[last:m.start()]
+        if ABBREV.search(head.rstrip("\"')]*_")):
+            continue
+        pieces.append(text[last:m.end()])
+        last = m.end()
+    pieces.append(text[last:])
+    out = []
+    for piece in pieces:
+        if re.fullmatch(r"\s*(\x00\d+\x00\s*)+", piece) and out:  # a mark after the full stop
+            out[-1] += piece
+        elif piece.strip():
+            out.append(piece)
+    restore = lambda s: re.sub(r"\x00(\d+)\x00", lambda m: comments[int(m.group(1))], s)
+    return [(restore(s).strip(), marks(restore(s))) for s in out]
+
+
+def marks(sentence: str) -> list[tuple[str, str]]:
+    """The (kind, value) marks in a sentence; a claim mark gives one pair per id."""
+    found = []
+    for kind, body in MARK.findall(sentence):
+        kind = kind.lower()
+        values = [v.strip() for v in body.split(",")] if kind == "claim" else [body.strip()]
+        found += [(kind, v) for v in values]
+    return found
+
+
+def plain(sentence: str) -> str:
+    """The sentence as read: no comments, code, math, link targets, roles, emphasis or tags."""
+    s = COMMENT.sub(" ", sentence)
+    s = re.sub(r"\$\$.*?\$\$", " ", s)
+    s = re.sub(r"(?<![\\$])\$(?=\S)[^$]+?(?<=\S)\$(?!\d)", " ", s)   # $x$, not $2 and $3
+    s = re.sub(r"\{[\w:-]+\}`[^`]*`", " ", s)                       # {cite}`x`, {doc}`x`
+    s = re.sub(r"``.+?``|`[^`]*`", " ", s)                           # inline code
+    s = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", s)                 # [text](target)
+    s = re.sub(r"\[([^\]]*)\]\[[^\]]*\]", r"\1", s)                  # [text][ref]
+    s = re.sub(r"<[^>\s][^>]*>", " ", s)                             # html tags, <autolinks>
+    s = re.sub(r"\*+|(?<!\w)_+|_+(?!\w)", "", s)                    # emphasis
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def is_flagged(text: str) -> bool:
+    """True for a statement (not a question) that matches one of ``PATTERNS``."""
+    return not text.rstrip("\"')]* ").endswith("?") and any(p.search(text) for p in PATTERNS)
+
+
+# --- where claims are asserted -----------------------------------------------------------------
+def asserted_texts(code: str) -> list[str]:
+    """Source text of every assert statement in a code cell or file (magics ignored)."""
+    code = "\n".join("pass  # " + l if l.lstrip().startswith(("%", "!")) else l
+                     for l in code.split("\n"))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:  # not Python: count the whole text if it asserts anything
+        return [code] if re.search(r"\bassert\b", code) else []
+    lines = code.split("\n")
+    return ["\n".join(lines[node.lineno - 1:node.end_lineno]) for node in ast.walk(tree)
+            if isinstance(node, ast.Assert)]
+
+
+def is_asserted(claim_id: str, assert_sources: list[str]) -> bool:
+    return any(f"claim {claim_id}:" in text for text in assert_sources)
+
+
+@lru_cache(maxsize=None)
+def asserts_under(tests_dir: Path) -> tuple[str, ...]:
+    """Assert statements of every Python file under ``tests_dir`` (fixtures left out)."""
+    found = []
+    for py in sorted(tests_dir.rglob("*.py")):
+        if "fixtures" not in py.relative_to(tests_dir).parts:
+            found += asserted_texts(py.read_text(encoding="utf-8"))
+    return tuple(found)
+
+
+# --- files -> findings -------------------------------------------------------------------------
+def judge(file: str, where: str, sentence: str, assert_sources) -> Finding | None:
+    """The finding for one sentence, or None for an unflagged sentence without marks."""
+    text, ms = plain(sentence), tuple(marks(sentence))
+    if not ms and not is_flagged(text):
+        return None
+    shown = COMMENT.sub("", sentence).strip()
+    record = lambda status, reason="": Finding(file, where, shown, ms, status, reason)
+    for kind, value in ms:
+        if kind == "claim" and not CLAIM_ID.fullmatch(value):
+            return record("malformed", f"claim id {value!r} is not lowercase words joined by '-'")
+        if kind == "sourced" and not value:
+            return record("malformed", "sourced mark without a citation")
+    missing = [v for k, v in ms if k == "claim" and not is_asserted(v, assert_sources)]
+    if missing:
+        return record("unasserted", "no assert quotes " + ", ".join(f"'claim {v}:'" for v in missing))
+    if any(k == "claim" for k, _ in ms):
+        return record("asserted")
+    if ms:
+        return record("sourced")
+    return record("unmarked", "comparison, cause, tolerance or percentage without a claim or sourced mark")
+
+
+def notebook_findings(path: Path) -> list[Finding]:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    source = lambda c: "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+    asserts = [asserted_texts(source(c)) if c["cell_type"] == "code" else [] for c in cells]
+    found = []
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "markdown":
+            continue
+        near = [a for j in range(max(0, i - NEAR), i + NEAR + 1) if j < len(cells) for a in asserts[j]]
+        for _, unit in units(source(cell)):
+            for sentence, _ in sentences(unit):
+                f = judge(shown_path(path), f"cell {i}", sentence, near)
+                found += [f] if f else []
+    return found
+
+
+def page_findings(path: Path, tests_dir: Path) -> list[Finding]:
+    text = path.read_text(encoding="utf-8")
+    own = re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, re.S | re.M)
+    asserts = list(asserts_under(tests_dir)) + [a for code in own for a in asserted_texts(code)]
+    found = []
+    for line, unit in units(text):
+        for sentence, _ in sentences(unit):
+            f = judge(shown_path(path), f"line {line}", sentence, asserts)
+            found += [f] if f else []
+    return found
+
+
+def shown_path(path: Path) -> str:
+    """The path relative to the repository where it lies inside it."""
+    full = path.resolve()
+    return str(full.relative_to(ROOT) if full.is_relative_to(ROOT) else path)
+
+
+def findings(path, tests_dir: Path = ROOT / "tests") -> list[Finding]:
+    """Every flagged or marked sentence of a notebook (.ipynb) or book page (.md)."""
+    path = Path(path)
+    return notebook_findings(path) if path.suffix == ".ipynb" else page_findings(path, tests_dir)
+
+
+def problems(path, tests_dir: Path = ROOT / "tests") -> list[Finding]:
+    """The findings that fail the check: unmarked, unasserted or malformed."""
+    return [f for f in findings(path, tests_dir) if f.problem]
+
+
+def default_paths() -> list[Path]:
+    return sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.md"))
+
+
+def describe(f: Finding) -> str:
+    return f"{f.file}, {f.where}: \"{f.sentence}\"\n    {f.status}: {f.reason}" if f.reason \
+        else f"{f.file}, {f.where}: \"{f.sentence}\"\n    {f.status}"
+
+
+def stats_line(path, found: list[Finding]) -> str:
+    count = lambda pred: sum(1 for f in found if pred(f))
+    flagged = count(lambda f: is_flagged(plain(f.sentence)))
+    claims = count(lambda f: any(k == "claim" for k, _ in f.marks))
+    sourced = count(lambda f: any(k == "sourced" for k, _ in f.marks))
+    return (f"{str(path):48s} flagged {flagged:3d}  claim-marked {claims:3d}  sourced-marked {sourced:3d}"
+            f"  unmarked {count(lambda f: f.status == 'unmarked'):3d}"
+            f"  problems {count(lambda f: f.problem):3d}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="*", type=Path)
+    ap.add_argument("--list", action="store_true", help="every flagged or marked sentence with its status")
+    ap.add_argument("--stats", action="store_true", help="counts per file")
+    args = ap.parse_args(argv)
+    paths = args.paths or default_paths()
+    bad = 0
+    for path in paths:
+        found = findings(path)
+        bad += sum(f.problem for f in found)
+        if args.stats:
+            print(stats_line(shown_path(path), found))
+        else:
+            for f in found:
+                if args.list or f.problem:
+                    print(describe(f))
+    if not args.stats:
+        print(f"{bad} problem(s) in {len(paths)} file(s)", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
