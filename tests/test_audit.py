@@ -271,3 +271,16 @@ def test_proposal_check_accepts_any_honest_20_percent_cut():
     assert not nb11.meets_target(nb11.baseline(efficiency=0.95), base)          # a rosier assumption
     assert not nb11.meets_target(nb11.baseline(node_failures_per_day=1e-5), base)
     assert not nb11.meets_target(base.days * 0.5, base)                          # not an audit
+
+
+def test_llama31_case_note_says_what_the_audit_recomputes():
+    """The 405B case's note: the audit recomputes every layer, more than the training case of the same
+    layout (fp32 gradients, least recomputation), so its MFU is below Meta's and its GPU-hours above the card's."""
+    from mlsysim.validation.audit import CASES, LLAMA31_405B_GPU_HOURS, llama31_405b
+    from mlsysim.validation.training import LLAMA3_TABLE4, llama3
+    note = CASES[0].note
+    assert "recomputes every layer" in note and "as the Llama 3 rows" not in note
+    a, row = llama31_405b(), LLAMA3_TABLE4[1]
+    same = llama3(row)
+    assert a.step.recompute == "full" and 0 < same.recompute_fraction < 1
+    assert a.mfu < row[7] <= same.mfu * 1.05 and a.gpu_hours > LLAMA31_405B_GPU_HOURS
