@@ -5,7 +5,8 @@ A request brings p prompt tokens and generates n = K·τ + a tokens: K reasoning
 group of tp GPUs (``tp``: by default the smallest that holds the model and one request at its last
 token, :func:`mlsysim.serving.min_tp`) serving B requests together, with B the largest batch whose
 KV cache still fits at context p + n (:func:`mlsysim.serving.max_batch`) and whose prompts fit when
-prefilled together, capped at 256 — vLLM's default ``max_num_seqs``. The latency of a request is that of the batch (:func:`mlsysim.serving.generate`):
+prefilled together, capped at ``max_num_seqs`` (the server's limit on running requests; default
+:data:`MAX_BATCH`, 256). The latency of a request is that of the batch (:func:`mlsysim.serving.generate`):
 
     e2e(B) = TTFT(B) + Σ_{c = p}^{p+n−2} ITL(B, c)
 
@@ -45,8 +46,11 @@ from .serving import _valid_tp, generate, max_batch, min_tp, prefill
 from .units import fmt
 
 MAX_BATCH = 256
-"""Largest number of sequences one replica batches: vLLM's default ``max_num_seqs`` (vLLM engine
-arguments, 2024)."""
+"""Default ``max_num_seqs`` of :func:`reasoning_service`, the most sequences one replica batches:
+the default of vLLM's V0 engine (``EngineArgs.max_num_seqs = 256``, vLLM 0.6 and 0.7, 2024). The
+V1 engine, vLLM's default since v0.8 (March 2025), sets 1,024 on GPUs with at least 70 GiB other
+than the A100 (``EngineArgs.get_batch_defaults``; H100, H200, B200) and keeps 256 elsewhere: pass
+``max_num_seqs=1024`` to model such a server."""
 
 HOURS_PER_YEAR = 8760.0
 
@@ -141,13 +145,14 @@ def _scalar(*xs) -> bool:
 
 def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256, prompt_tokens=1024,
                       answer_tokens=256, precision: str = "bf16", tp=None, batch=None, latency_slo_s=None,
-                      max_utilization=1.0, max_tp: int = 8) -> ReasoningService:
+                      max_utilization=1.0, max_tp: int = 8, max_num_seqs: int = MAX_BATCH) -> ReasoningService:
     """Latency of a request with ``steps`` reasoning steps and the cost of serving ``qps`` of them.
 
     ``price``: a cloud offer name (``economics.cloud_offers()``) or USD per GPU-hour. ``tp``
     defaults to the cheapest feasible tensor-parallel degree up to ``max_tp`` (one node), ``batch``
     to the largest that fits (module docstring); ``latency_slo_s`` caps the end-to-end latency;
-    ``max_utilization`` (ρ) leaves headroom. ``steps``, ``tokens_per_step``, ``prompt_tokens``,
+    ``max_utilization`` (ρ) leaves headroom; ``max_num_seqs`` caps the batch as a server's limit on
+    running requests does (:data:`MAX_BATCH`). ``steps``, ``tokens_per_step``, ``prompt_tokens``,
     ``answer_tokens``, ``batch``, ``qps`` and a numeric ``price`` broadcast; a fractional entry of a
     count is NaN with ``feasible`` False (a fractional scalar raises).
 
@@ -187,6 +192,7 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
     if batch is not None:
         batch = counts["batch"][0] if whole is None else np.ceil(counts["batch"][0])
     check_single_count("max_tp", max_tp, why=": the search tries every tensor-parallel degree up to it")
+    check_single_count("max_num_seqs", max_num_seqs, why=": one server limit per call")
     if tp is None:
         first = min_tp(m, hw, context_tokens=float(np.min(context)), batch=1, precision=precision, max_tp=max_tp)
         tps = [t for t in range(first, int(max_tp) + 1) if _valid_tp(m, t)]
@@ -195,7 +201,7 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
         tps = [int(tp)]
     shape = np.broadcast_shapes(*(np.shape(v) for v in (k, tau, p, a, qps_, rate, batch)))
     values.update(qps=qps_, usd_per_gpu_hour=rate)
-    args = (m, hw, p, n, context, qps_, batch, precision, latency_slo_s, max_utilization)
+    args = (m, hw, p, n, context, qps_, batch, precision, latency_slo_s, max_utilization, int(max_num_seqs))
     if shape == () and np.ndim(batch) == 0:
         options = [o for o in (_scalar_option(t, *args) for t in tps) if o is not None]
         if not options:
@@ -222,14 +228,14 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
     return ReasoningService(workload=m.name, hardware=hw.name, feasible=ok, reason=reason, **values, **out)
 
 
-def _scalar_option(tp, m, hw, p, n, context, qps, batch, precision, slo, rho):
+def _scalar_option(tp, m, hw, p, n, context, qps, batch, precision, slo, rho, cap):
     """:func:`_option` for scalar inputs, in plain floats; None where nothing fits."""
     try:
         bmax = min(max_batch(m, hw, context_tokens=context, precision=precision, tp=tp),
                    float(_prefill_batch(m, hw, p, tp, precision)))
     except InfeasibleError:
         return None
-    b = float(min(bmax, MAX_BATCH)) if batch is None else (batch if batch <= bmax else math.nan)
+    b = float(min(bmax, cap)) if batch is None else (batch if batch <= bmax else math.nan)
     if not b >= 1:
         return None
     if slo is not None:
@@ -246,14 +252,14 @@ def _scalar_option(tp, m, hw, p, n, context, qps, batch, precision, slo, rho):
                 replicas=replicas, gpus=replicas * tp)
 
 
-def _option(tp, m, hw, p, n, context, qps, batch, precision, slo, rho, shape):
+def _option(tp, m, hw, p, n, context, qps, batch, precision, slo, rho, cap, shape):
     """One tensor-parallel degree: batch, latency, replicas and GPUs (NaN where infeasible), or None."""
     try:
         bmax = np.minimum(max_batch(m, hw, context_tokens=context, precision=precision, tp=tp),
                           _prefill_batch(m, hw, p, tp, precision))
     except InfeasibleError:          # the weights alone do not fit on tp GPUs
         return None
-    b = np.minimum(bmax, MAX_BATCH) if batch is None else np.where(batch <= bmax, batch, np.nan)
+    b = np.minimum(bmax, cap) if batch is None else np.where(batch <= bmax, batch, np.nan)
     b = np.where(b >= 1, b, np.nan)
     if slo is not None and np.any(np.isfinite(b)):
         b = _batch_for_slo(m, hw, p, n, b, tp, precision, slo)
@@ -350,7 +356,7 @@ def routing(small_model, large_model, hardware, qps, fraction_small, price, step
     """Send ``fraction_small`` of ``qps`` to ``small_model`` and the rest to ``large_model``.
 
     Each side is a :func:`reasoning_service` sized for its share (``steps_small`` and
-    ``steps_large`` reasoning steps; other keywords such as ``tokens_per_step`` are shared).
+    ``steps_large`` reasoning steps; other keywords such as ``tokens_per_step`` or ``max_num_seqs`` are shared).
     A side with no traffic has no replicas. ``fraction_small`` broadcasts.
 
     >>> r = routing("llama-3-8b", "llama-3-70b", "h100", qps=10, fraction_small=0.7, price=2.99,

@@ -34,6 +34,30 @@ def test_default_batch_is_the_largest_that_fits():
                     tp=4)
 
 
+
+def test_max_num_seqs_caps_the_batch_in_scalar_and_sweep_calls():
+    """The server's limit on running requests: 256 by default (vLLM's V0 engine); a larger limit
+    (vLLM's V1 engine sets 1,024 on an H100) lets the batch grow to what the KV cache holds."""
+    assert ms.reasoning.MAX_BATCH == 256
+    capped = ms.reasoning_service(**BASE, steps=8, tp=8)
+    kv = ms.max_batch("llama-3-70b", "h100", context_tokens=1024 + 8 * 512 + 256, tp=8)
+    assert kv > 256 and capped.batch == 256
+    wide = ms.reasoning_service(**BASE, steps=8, tp=8, max_num_seqs=1024)
+    assert 256 < wide.batch <= min(kv, 1024) and wide.gpus <= capped.gpus
+    small = ms.reasoning_service(**BASE, steps=8, tp=8, max_num_seqs=16)
+    assert small.batch == 16 and small.gpus >= capped.gpus
+    sweep = ms.reasoning_service(**BASE, steps=np.array([0.0, 8.0]), tp=8, max_num_seqs=1024)
+    assert sweep.batch[1] == wide.batch and sweep.gpus[1] == wide.gpus
+    r = ms.routing("llama-3-8b", "llama-3-70b", "h100", qps=10, fraction_small=0.0, price=2.99, steps_large=8,
+                   tokens_per_step=512, max_num_seqs=1024)
+    assert r.large.batch == ms.reasoning_service(**BASE, steps=8, max_num_seqs=1024).batch
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, np.array([256, 1024]), "256"])
+def test_max_num_seqs_must_be_one_whole_number(bad):
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        ms.reasoning_service(**BASE, steps=8, max_num_seqs=bad)
+
 def test_cheapest_tp_is_chosen():
     auto = ms.reasoning_service(**BASE, steps=8)
     for tp in (2, 4, 8):
