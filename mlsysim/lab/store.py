@@ -25,9 +25,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import queue
 import re
 import struct
 import sys
+import threading
 import time
 import warnings
 import zlib
@@ -323,9 +325,8 @@ def read_checkpoint(directory, step: int):
     if actual != size:
         raise CheckpointError(errno.EIO, f"{dpath}: truncated or torn ({actual} B on disk, {size} B committed)")
     buf = np.empty(size, dtype=np.uint8)
-    with open(dpath, "rb", buffering=0) as f:
-        got = f.readinto(memoryview(buf))
-    if got != size or zlib.crc32(memoryview(buf)) != crc:
+    got, actual_crc = read_with_crc(dpath, buf)
+    if got != size or actual_crc != crc:
         raise CheckpointError(errno.EIO, f"{dpath}: checksum mismatch (corrupt)")
     if bytes(buf[:8]) != MAGIC:
         raise CheckpointError(errno.EIO, f"{dpath}: not a checkpoint file")
@@ -336,6 +337,43 @@ def read_checkpoint(directory, step: int):
         a = buf[s["offset"]:s["offset"] + s["nbytes"]].view(np.dtype(s["dtype"])).reshape(s["shape"])
         arrays.append(_from_numpy(a, s))
     return _decode(header["state"], arrays), str(dpath), size
+
+
+def read_with_crc(path, buf: np.ndarray, chunk_B: int = CHUNK_B) -> tuple[int, int]:
+    """Read ``path`` into ``buf`` and return (bytes read, CRC-32). A reader thread fills ``buf``
+    chunk by chunk while this thread checksums the chunks already in; both release the GIL,
+    so the checksum hides behind the read instead of following it."""
+    mv = memoryview(buf).cast("B")
+    ready: queue.Queue = queue.Queue()
+
+    def reader():
+        try:
+            with open(path, "rb", buffering=0) as f:
+                pos = 0
+                while pos < len(mv):
+                    n = f.readinto(mv[pos:pos + chunk_B])
+                    if not n:
+                        break
+                    ready.put((pos, n))
+                    pos += n
+        except OSError as e:
+            ready.put(e)
+        ready.put(None)
+
+    t = threading.Thread(target=reader, name="checkpoint-reader", daemon=True)
+    t.start()
+    got, crc, error = 0, 0, None
+    while (item := ready.get()) is not None:
+        if isinstance(item, OSError):
+            error = item
+            continue
+        pos, n = item
+        crc = zlib.crc32(mv[pos:pos + n], crc)
+        got += n
+    t.join()
+    if error is not None:
+        raise CheckpointError(error.errno, f"{path}: cannot read ({error.strerror or error})")
+    return got, crc
 
 
 def load_latest(directory) -> Loaded:

@@ -1,0 +1,159 @@
+"""PyTorch's checkpointing beside this package's engines: the comparison, the floors, the CLI, and
+the rule that torch stays an optional extra. Real files, real processes; nothing mocked."""
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+def test_import_mlsysim_and_the_lab_never_import_torch():
+    code = "import sys, mlsysim, mlsysim.lab; mlsysim.lab.train; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def _without_torch(tmp_path):
+    """An environment in which ``import torch`` fails, as on a machine without the extra."""
+    fake = tmp_path / "notorch" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named torch')\n")
+    return {**__import__("os").environ, "PYTHONPATH": str(fake.parent)}
+
+
+def test_cli_without_torch_names_the_extra(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "mlsysim.cli", "lab", "checkpoint", "--framework", "torch",
+                        "--engine", "dcp"], capture_output=True, text=True, timeout=60, env=_without_torch(tmp_path))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install -e '.[torch]'" in lines[0] and "requirements-lab.txt" in lines[0]
+
+
+def test_numpy_lab_runs_without_torch(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "mlsysim.cli", "lab", "checkpoint", "--engine", "sync", "--size-mb", "1",
+                        "--steps", "2", "--every", "1", "--json"], capture_output=True, text=True, timeout=120,
+                       env=_without_torch(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["resumed_exactly"] is True
+
+
+torch = pytest.importorskip("torch")
+
+from mlsysim.lab.floors import measure_floors  # noqa: E402
+from mlsysim.lab.torch_compare import compare, flip_middle_byte, same_state, targets  # noqa: E402
+from mlsysim.lab.torch_engines import ALL_ENGINES  # noqa: E402
+from mlsysim.lab.torch_train import TorchConfig  # noqa: E402
+
+SMALL = TorchConfig(layers=2, d_model=64, heads=4, kv_heads=2, d_ff=96)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    return compare(cfg=SMALL, repeats=1, directory=tmp_path_factory.mktemp("compare"))
+
+
+def test_every_engine_on_one_state(small):
+    assert [r.engine for r in small.runs] == list(ALL_ENGINES)
+    assert small.size_B == SMALL.state_B + 4 * (9 * SMALL.layers + 3)   # + AdamW's step counters (fp32)
+    for r in small.runs:
+        assert r.resumed_exactly, r.engine
+        assert r.stall_s > 0 and r.load_s > 0 and r.size_B > SMALL.state_B
+        assert (r.durable_s != r.durable_s) == (r.engine == "torch.save")      # NaN only for plain torch.save
+        if r.engine in ("dcp-async", "concurrent"):           # durable after the save returned
+            assert all(d >= s for d, s in zip(r.durables_s, r.stalls_s))
+        elif r.engine != "torch.save":                         # durable before it returned
+            assert all(0 < d <= s for d, s in zip(r.durables_s, r.stalls_s))
+
+
+def test_our_loaders_refuse_a_flipped_byte_and_fall_back(small):
+    for e in ("sync", "concurrent"):
+        r = small.run(e)
+        assert r.corruption_noticed and "fell back" in r.corruption and "named the file" in r.corruption
+
+
+def test_the_corruption_outcome_is_one_of_three(small):
+    outcomes = {r.engine: r.corruption for r in small.runs}
+    for e, text in outcomes.items():
+        assert text.startswith(("refused", "loaded changed tensors", "loaded; the byte")), (e, text)
+
+
+def test_json_has_a_record_per_engine_and_the_floors(small):
+    d = json.loads(json.dumps(small.to_dict()))
+    assert d["schema"] == "mlsysim.lab.torch-compare/1"
+    assert d["copy_floor_s"] > 0 and d["write_floor_s"] > 0
+    for r in d["engines"]:
+        for key in ("engine", "size_B", "stall_s", "durable_s", "load_s", "resumed_exactly", "copy_floor_s",
+                    "write_floor_s"):
+            assert key in r
+    assert next(r for r in d["engines"] if r["engine"] == "torch.save")["durable_s"] is None
+    assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
+    assert "median of 1" in str(small) and "<table>" in small._repr_html_()
+
+
+def test_floors_are_rates_of_the_given_size(tmp_path):
+    f = measure_floors(8e6, tmp_path, repeats=1)
+    assert f.size_B == 8e6 and f.copy_Bps > f.write_Bps > 0
+    assert f.copy_floor_s == pytest.approx(8e6 / f.copy_Bps) and f.write_floor_s == pytest.approx(8e6 / f.write_Bps)
+    assert list(tmp_path.iterdir()) == []                                   # its file is removed
+
+
+def test_same_state_sees_one_flipped_bit():
+    a = {"w": torch.arange(6, dtype=torch.float32), "n": {"k": (1, 2.5, None)}}
+    b = {"w": a["w"].clone(), "n": {"k": (1, 2.5, None)}}
+    assert same_state(a, b)
+    b["w"].view(torch.int32)[3] ^= 1
+    assert not same_state(a, b)
+    assert not same_state(a, {"w": a["w"]})
+
+
+def test_flip_middle_byte_changes_one_byte(tmp_path):
+    p = tmp_path / "f.bin"
+    p.write_bytes(bytes(100))
+    flip_middle_byte(p)
+    data = p.read_bytes()
+    assert data[50] == 0xFF and sum(data) == 0xFF
+
+
+def test_bad_input(tmp_path):
+    from mlsysim.errors import MlsysimError
+    with pytest.raises(MlsysimError, match="checkpoint engine"):
+        compare(cfg=SMALL, engines=("torch.save", "pickle"))
+    with pytest.raises(MlsysimError, match="repeats"):
+        compare(cfg=SMALL, repeats=0)
+    with pytest.raises(MlsysimError, match="each engine once"):
+        compare(cfg=SMALL, engines=("sync", "sync"))
+    (tmp_path / "sync").mkdir()
+    (tmp_path / "sync" / "ckpt-000000001.commit").write_text("{}")
+    with pytest.raises(MlsysimError, match="already holds files"):
+        compare(cfg=SMALL, engines=("sync",), directory=tmp_path)
+    assert (tmp_path / "sync" / "ckpt-000000001.commit").exists()       # nothing it did not write is deleted
+    with pytest.raises(MlsysimError, match="kv_heads"):
+        TorchConfig(heads=4, kv_heads=3)
+    with pytest.raises(MlsysimError, match="size_B"):
+        TorchConfig.for_size(0)
+
+
+def test_config_counts_parameters_as_the_model_and_ms_transformer_do():
+    from mlsysim.lab.torch_train import TinyDecoder
+    for cfg in (SMALL, TorchConfig.for_size(16e6)):
+        model = TinyDecoder(cfg)
+        assert sum(p.numel() for p in model.parameters()) == cfg.params == int(cfg.workload().params)
+
+
+def test_cli_compare_json(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "mlsysim.cli", "lab", "checkpoint", "--framework", "torch",
+                        "--engine", "dcp-async", "--size-mb", "4", "--repeats", "1", "--dir", str(tmp_path / "ck"),
+                        "--json"], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert [e["engine"] for e in d["engines"]] == ["dcp-async"] and d["engines"][0]["resumed_exactly"] is True
+    bad = subprocess.run([sys.executable, "-m", "mlsysim.cli", "lab", "checkpoint", "--framework", "torch",
+                          "--engine", "pickle"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "pickle" in bad.stderr
+    numpy_compare = subprocess.run([sys.executable, "-m", "mlsysim.cli", "lab", "checkpoint", "--compare"],
+                                   capture_output=True, text=True, timeout=60)
+    assert numpy_compare.returncode == 2 and "--framework torch" in numpy_compare.stderr
