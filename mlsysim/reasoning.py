@@ -47,10 +47,10 @@ from .units import fmt
 
 MAX_BATCH = 256
 """Default ``max_num_seqs`` of :func:`reasoning_service`, the most sequences one replica batches:
-the default of vLLM's V0 engine (``EngineArgs.max_num_seqs = 256``, vLLM 0.6 and 0.7, 2024). The
-V1 engine, vLLM's default since v0.8 (March 2025), sets 1,024 on GPUs with at least 70 GiB other
-than the A100 (``EngineArgs.get_batch_defaults``; H100, H200, B200) and keeps 256 elsewhere: pass
-``max_num_seqs=1024`` to model such a server."""
+the default of vLLM's V0 engine (``EngineArgs.max_num_seqs = 256``, vLLM 0.6 and 0.7, 2024).
+Current vLLM, whose V1 engine is the default since v0.8 (March 2025), sets 1,024 on GPUs with at
+least 70 GiB other than the A100 (``EngineArgs.get_batch_defaults``; H100, H200, B200) and keeps
+256 elsewhere: pass ``max_num_seqs=1024`` to model such a server."""
 
 HOURS_PER_YEAR = 8760.0
 
