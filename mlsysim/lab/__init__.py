@@ -24,7 +24,17 @@ first use (``ms.lab`` or ``import mlsysim.lab``):
 * ``mlsysim.lab.runner`` — a killable training process (``python -m
   mlsysim.lab.runner``) that stops at a named point so that a test can SIGKILL it there.
 
-PyTorch is optional: when it is installed, the engines also store tensors and
-``state_dict()`` structures; the lab never imports it itself.
+PyTorch is the optional extra (``pip install -e '.[torch]'``): when it is installed, the
+engines also store tensors and ``state_dict()`` structures, and four modules that import it
+(nothing else does) run the same questions on a PyTorch model:
+
+* ``mlsysim.lab.torch_train`` — a small decoder-only transformer (RMSNorm, RoPE, grouped-query
+  attention, SwiGLU) with AdamW, a warm-up + cosine ``LambdaLR``, a ``DataLoader`` whose
+  sampler's position is state, and the torch, NumPy and Python random states;
+* ``mlsysim.lab.torch_engines`` — ``torch.save`` (with and without ``fsync``), DCP ``save`` and
+  ``async_save`` behind the engines' interface, each with its own loader;
+* ``mlsysim.lab.floors`` (no torch) — the machine's memory-copy, write + fsync and read floors;
+* ``mlsysim.lab.torch_compare`` — every engine on one state, beside the floors and the model,
+  with resume and flipped-byte checks.
 """
 from .train import LabConfig, Trainer, learning_rate
