@@ -205,10 +205,10 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             cfg: TorchConfig | None = None, floors: Floors | None = None, progress=None) -> Comparison:
     """Checkpoint one PyTorch training state with every engine (see the module's text).
 
-    ``cfg`` (default :meth:`TorchConfig.for_size` of ``size_B``) sets the model; ``floors``
-    reuses an earlier measurement; ``directory`` (default: a temporary one) receives one
-    folder per engine and must not hold checkpoints already; ``progress(message)`` is told
-    what is running.
+    ``cfg`` (default :meth:`~mlsysim.lab.torch_train.TorchConfig.for_size` of ``size_B``)
+    sets the model; ``floors`` reuses an earlier measurement; ``directory`` (default: a
+    temporary one) receives one folder per engine and must not hold checkpoints already;
+    ``progress(message)`` is told what is running.
     """
     engines = tuple(engines)
     for e in engines:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -149,11 +150,20 @@ class DcpEngine(Engine):
         waited = 0.0
         if self.asynchronous:
             if self._future is not None:       # one save in flight: wait for the previous one
-                self._future.result()
+                self.wait()
                 waited = time.perf_counter() - t0
             fut = dcp.async_save(state, storage_writer=self._writer(path, step))
-            fut.add_done_callback(lambda f: f.exception() is None and self._committed(step, t0))
-            self._future = fut
+            announced = threading.Event()      # the callback runs after result() returns to waiters
+
+            def committed(f, step=step, t0=t0):
+                try:
+                    if f.exception() is None:
+                        self._committed(step, t0)
+                finally:
+                    announced.set()
+
+            fut.add_done_callback(committed)
+            self._future, self._announced = fut, announced
         else:
             dcp.save(state, storage_writer=self._writer(path, step))
             self._committed(step, t0)
@@ -178,6 +188,7 @@ class DcpEngine(Engine):
     def wait(self) -> None:
         if self._future is not None:
             self._future.result()
+            self._announced.wait()
 
     def abort(self) -> None:
         self._future = None
@@ -226,7 +237,7 @@ def load_latest(kind: str, directory, template=None) -> store.Loaded:
     ``torch.load(weights_only=True)``, ``dcp.load`` into ``template`` (a state of the same
     structure whose tensors receive the data, as DCP loads in place), or this package's
     :func:`~mlsysim.lab.store.load_latest`. A checkpoint that fails to load is skipped with a
-    :class:`~mlsysim.lab.store.CheckpointWarning` naming it."""
+    ``CheckpointWarning`` naming it."""
     if kind in OWN_ENGINES:
         return store.load_latest(directory)
     d = Path(directory)
