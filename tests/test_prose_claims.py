@@ -130,3 +130,14 @@ def test_plain_strips_markdown():
     assert pc.is_flagged("It runs 5% faster.") and pc.is_flagged("Seventy per cent of it.")
     assert not pc.is_flagged("Rather than this, other than that.")
     assert pc.is_flagged("within a factor of two") and not pc.is_flagged("within the node")
+
+
+def test_a_mark_that_starts_a_line_inside_a_paragraph_is_reported():
+    text = ("The fast part is faster than the slow one.\n<!-- claim: fast --> The next sentence.\n\n"
+            "Alone on its line, closing a paragraph, a mark is harmless.\n<!-- claim: fine -->\n\n"
+            "A mark after the full stop is fine. <!-- claim: also-fine -->\nThe paragraph goes on.\n")
+    assert pc.misplaced_marks(text) == [(2, "<!-- claim: fast --> The next sentence.")]
+    found = pc.misplaced("x.md", "", text)
+    assert [f.status for f in found] == ["malformed"] and "breaks the paragraph" in found[0].reason
+    assert pc.misplaced_marks("A claim.\n<!-- sourced: a paper -->\nMore text.\n") == [
+        (2, "<!-- sourced: a paper -->")]

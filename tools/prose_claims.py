@@ -213,6 +213,29 @@ def asserts_under(tests_dir: Path) -> tuple[str, ...]:
     return tuple(found)
 
 
+# --- where a mark may stand ---------------------------------------------------------------------
+def misplaced_marks(markdown: str) -> list[tuple[int, str]]:
+    """(line, text) of marks that start a line inside a paragraph. Markdown reads a line that begins
+    with ``<!--`` as an HTML block: the paragraph breaks there and the rest of the line after ``-->``
+    is passed on as raw HTML, not as prose. A mark belongs after the full stop, on the same line."""
+    lines = markdown.split("\n")
+    out = []
+    for n, line in enumerate(lines):
+        if not MARK.match(line.lstrip()):
+            continue
+        rest = line.split("-->", 1)[1].strip()
+        following = lines[n + 1].strip() if n + 1 < len(lines) else ""
+        if rest or following:
+            out.append((n + 1, line.strip()))
+    return out
+
+
+def misplaced(file: str, where: str, markdown: str) -> list[Finding]:
+    reason = "a mark at the start of a line breaks the paragraph; put it after the sentence it marks"
+    return [Finding(file, f"{where}, line {n}" if where else f"line {n}", text, (), "malformed", reason)
+            for n, text in misplaced_marks(markdown)]
+
+
 # --- files -> findings -------------------------------------------------------------------------
 def judge(file: str, where: str, sentence: str, assert_sources) -> Finding | None:
     """The finding for one sentence, or None for an unflagged sentence without marks."""
@@ -245,6 +268,7 @@ def notebook_findings(path: Path) -> list[Finding]:
         if cell["cell_type"] != "markdown":
             continue
         near = [a for j in range(max(0, i - NEAR), i + NEAR + 1) if j < len(cells) for a in asserts[j]]
+        found += misplaced(shown_path(path), f"cell {i}", source(cell))
         for _, unit in units(source(cell)):
             for sentence, _ in sentences(unit):
                 f = judge(shown_path(path), f"cell {i}", sentence, near)
@@ -256,7 +280,7 @@ def page_findings(path: Path, tests_dir: Path) -> list[Finding]:
     text = path.read_text(encoding="utf-8")
     own = re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, re.S | re.M)
     asserts = list(asserts_under(tests_dir)) + [a for code in own for a in asserted_texts(code)]
-    found = []
+    found = misplaced(shown_path(path), "", text)
     for line, unit in units(text):
         for sentence, _ in sentences(unit):
             f = judge(shown_path(path), f"line {line}", sentence, asserts)
