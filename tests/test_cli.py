@@ -15,20 +15,18 @@ from mlsysim import cli
 from mlsysim.assign import read
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("matplotlib", "ipywidgets", "nbformat", "nbclient", "IPython")
+HEAVY = ("matplotlib", "ipywidgets", "nbformat", "nbclient", "IPython", "torch")
 
 
-def test_help_is_fast_and_imports_nothing_heavy():
+def test_help_imports_nothing_heavy():
+    """What keeps --help fast: none of the heavy libraries loads (benchmarks/run.py times it)."""
     code = ("import sys, time; t = time.perf_counter(); from mlsysim import cli\n"
             "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
             f"print('LOADED', [m for m in {HEAVY!r} if m in sys.modules], time.perf_counter() - t)")
-    t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    wall = time.perf_counter() - t0
     assert "usage: mlsysim" in out and "assign" in out
     loaded = out.split("LOADED ")[1]
     assert loaded.startswith("[]"), f"--help imported {loaded}"
-    assert wall < 1.0, f"mlsysim --help took {wall:.2f} s including the interpreter start"
 
 
 def test_no_command_prints_help_and_fails(capsys):
@@ -112,14 +110,11 @@ def _mlsysim(*args):
                           text=True, cwd=ROOT)
 
 
-def test_help_lists_every_command_and_stays_fast():
-    t0 = time.perf_counter()
+def test_help_lists_every_command():
     r = _mlsysim("--help")
-    wall = time.perf_counter() - t0
     assert r.returncode == 0
-    for name in ("zoo", "roofline", "serve", "train", "checkpoint", "audit", "assign", "score"):
+    for name in ("zoo", "roofline", "serve", "train", "checkpoint", "audit", "assign", "score", "lab"):
         assert f"    {name}" in r.stdout
-    assert wall < 1.0, f"mlsysim --help took {wall:.2f} s"
 
 
 def test_audit_of_the_example_scenario_as_json():
