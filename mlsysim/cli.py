@@ -113,7 +113,7 @@ def _run_score(args) -> int:
     for path in notebooks(args.paths):
         nb = execute(read(path), path.parent) if args.execute else read(path)
         try:
-            expected = exercises.ids(path.name[:2])
+            expected = exercises.ids(exercises.notebook_id(path.name))
         except UnknownNameError:
             expected = None
         results[str(path)] = score(nb, expected)

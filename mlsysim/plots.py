@@ -455,7 +455,7 @@ def weight_streaming(r, ideal=None, ax=None, title: str | None = None):
     ax.set_ylabel("time per sweep (ms)")
     ax.set_title(title or f"{r.workload} {r.phase} on {r.hardware}: weights streamed at "
                           f"{fmt(r.injection_Bps, 'B/s')}")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     return fig
 
 
@@ -634,4 +634,46 @@ def lab_stalls(runs=(), model=None, ax=None, title: str | None = None):
     ax.set_ylabel("training stall per checkpoint (s)")
     ax.set_title(title or "Checkpoint stall: sync vs concurrent engine")
     ax.legend(fontsize=8)
+    return fig
+
+
+ENGINE_LABELS = {"torch.save": "torch.save", "torch.save+fsync": "torch.save\n+ fsync", "dcp": "DCP save",
+                 "dcp-async": "DCP\nasync_save", "sync": "sync\n(this package)",
+                 "concurrent": "concurrent\n(this package)"}
+
+
+def lab_engines(result, ax=None, title: str | None = None):
+    """Stall and time to durable per checkpoint engine as grouped bars (log scale), with the
+    machine's copy floor and write + fsync floor as horizontal lines.
+
+    ``result``: a run of :func:`mlsysim.lab.torch_compare.compare`, its ``to_dict()`` (such as
+    :func:`mlsysim.lab.torch_results.recorded`) or :func:`mlsysim.lab.torch_results.predicted`.
+    An engine whose checkpoint never becomes durable (``durable_s`` None or NaN: plain
+    ``torch.save``) gets a hatched, empty bar marked "never" instead of a durable bar."""
+    d = result.to_dict() if hasattr(result, "to_dict") else result
+    runs = d["engines"]
+    fig, ax = _figure(ax, size=(8.5, 5.2))
+    idx = np.arange(len(runs))
+    width = 0.38
+    stall = np.array([r["stall_s"] for r in runs], dtype=float)
+    durable = np.array([np.nan if r["durable_s"] is None else r["durable_s"] for r in runs], dtype=float)
+    ax.bar(idx - width / 2, stall, width, color=PALETTE[0], label="training blocked (stall)")
+    ax.bar(idx + width / 2, np.where(np.isnan(durable), 0.0, durable), width, color=PALETTE[4],
+           label="durable after")
+    copy_s, write_s = d["copy_floor_s"], d["write_floor_s"]
+    ax.axhline(copy_s, color=PALETTE[2], ls="--", lw=1.5, label=f"copy floor ({fmt(copy_s, 's')})")
+    ax.axhline(write_s, color=PALETTE[1], ls="--", lw=1.5, label=f"write + fsync floor ({fmt(write_s, 's')})")
+    ax.set_yscale("log")
+    values = np.concatenate([stall, durable[~np.isnan(durable)], [copy_s, write_s]])
+    lo, hi = values.min() / 3, values.max() * 2.5
+    ax.set_ylim(lo, hi)
+    for i in np.flatnonzero(np.isnan(durable)):
+        ax.bar(idx[i] + width / 2, hi - lo, width, bottom=lo, fill=False, hatch="//", edgecolor=PALETTE[1], lw=0)
+        ax.text(idx[i] + width / 2, np.sqrt(lo * hi), "never", rotation=90, ha="center", va="center",
+                color=PALETTE[1], fontweight="bold", fontsize=10,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+    ax.set_xticks(idx, [ENGINE_LABELS.get(r["engine"], r["engine"]) for r in runs], fontsize=8)
+    ax.set_ylabel("seconds per checkpoint (log)")
+    ax.set_title(title or f"Checkpointing {fmt(d['size_B'], 'B')} of training state")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     return fig

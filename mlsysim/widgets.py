@@ -746,3 +746,37 @@ def lab_checkpoint_explorer(size_GB: float = 1.0, copy_GBps: float = 10.0, write
         return rows, fig
 
     return Explorer(controls, compute, render, title="Checkpoint lab: what the model predicts")
+
+
+def lab_engines_explorer(size_GB: float = 1.0, copy_GBps: float = 10.0, write_GBps: float = 1.0,
+                         host_memory_GB: float = 64.0) -> Explorer:
+    """Explore the PyTorch lab's model: state size, memory copy and write + fsync rates, host memory →
+    each engine's predicted stall and time to durable for one checkpoint, and the two floors
+    (:func:`mlsysim.lab.torch_results.predicted`; no run, no torch needed)."""
+    from .lab.torch_results import predicted
+    style = {"description_width": "9em"}
+
+    def slider(value, lo, hi, label):
+        return W.FloatLogSlider(value=value, base=10, min=lo, max=hi, step=0.05, description=label,
+                                readout_format=".3g", style=style)
+
+    controls = {"size_GB": slider(size_GB, -2, 2.5, "state (GB)"),
+                "copy_GBps": slider(copy_GBps, 0, 2, "memory copy (GB/s)"),
+                "write_GBps": slider(write_GBps, -1, 1.5, "write + fsync (GB/s)"),
+                "host_memory_GB": slider(host_memory_GB, 0, 3.5, "host memory (GB)")}
+
+    def compute(size_GB, copy_GBps, write_GBps, host_memory_GB):
+        return predicted(size_GB * 1e9, copy_GBps * 1e9, write_GBps * 1e9, host_memory_B=host_memory_GB * 1e9)
+
+    def render(d):
+        e = {r["engine"]: r for r in d["engines"]}
+        rows = [("copy floor", fmt(d["copy_floor_s"], "s")), ("write + fsync floor", fmt(d["write_floor_s"], "s")),
+                ("blocking engines (sync, torch.save + fsync, DCP save)",
+                 f"stall {fmt(e['sync']['stall_s'], 's')}, durable after {fmt(e['sync']['durable_s'], 's')}"),
+                ("background engines (concurrent, DCP async_save)",
+                 f"stall {fmt(e['concurrent']['stall_s'], 's')}, durable after "
+                 f"{fmt(e['concurrent']['durable_s'], 's')}"),
+                ("torch.save as usually called", "durable: never (no fsync)")]
+        return rows, plots.lab_engines(d, title=f"Model: {fmt(d['size_B'], 'B')} of state")
+
+    return Explorer(controls, compute, render, title="PyTorch lab: what the model predicts per engine")

@@ -108,8 +108,14 @@ def ids(notebook: str) -> list[str]:
     return sorted(_registry(str(notebook)), key=lambda i: [int(p) if p.isdigit() else p for p in i.split(".")])
 
 
+LAB_LETTERS = {"_lab_pytorch": "T"}   # a further lab after the same notebook gets a letter of its own
+
+
 def notebook_id(filename) -> str:
     """The exercise prefix of a notebook file: its two digits (``"06"`` for
-    ``06_scaling_1000_gpus.ipynb``), with ``L`` for the lab after it (``"06L"`` for ``06_lab_checkpoint``)."""
+    ``06_scaling_1000_gpus.ipynb``), with ``L`` for the lab after it (``"06L"`` for ``06_lab_checkpoint``)
+    or the letter :data:`LAB_LETTERS` gives a further lab (``"06T"`` for ``06_lab_pytorch``)."""
     name = Path(str(filename)).name
-    return name[:2] + ("L" if name[2:].startswith("_lab_") else "")
+    rest = name[2:]
+    letter = next((v for k, v in LAB_LETTERS.items() if rest.startswith(k)), "L" if rest.startswith("_lab_") else "")
+    return name[:2] + letter

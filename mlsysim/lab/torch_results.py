@@ -1,0 +1,88 @@
+"""The PyTorch comparison's results, read without PyTorch.
+
+:mod:`mlsysim.lab.torch_compare` runs every engine on one training state and needs the torch
+extra; what a reader looks at afterwards does not. This module (no torch import) holds:
+
+* :func:`recorded` — the full-size run stored with the package
+  (``lab/data/torch_benchmark.json``, written by ``benchmarks/bench_lab_torch.py --record``);
+* :func:`targets` — the benchmark's targets checked on a run (a :class:`Comparison` or its
+  ``to_dict()``);
+* :func:`predicted` — what :func:`mlsysim.checkpoint` predicts for each engine on a machine of
+  given rates, in the same schema as a run, so that a figure or an explorer shows a what-if
+  machine exactly as it shows a measured run.
+
+Engine classes (as :func:`~mlsysim.lab.torch_compare.compare` pairs them with the model):
+the engines that block until durable (``torch.save+fsync``, ``dcp``, ``sync``) stall for the
+copy and the write, d + W; the engines that snapshot and persist in the background
+(``dcp-async``, ``concurrent``) stall for the copy d, and are durable after d + W;
+``torch.save`` as usually called never makes its file durable (no ``fsync``).
+"""
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+
+from .floors import Floors
+from .predict import machine_from, predict
+
+ENGINES = ("torch.save", "torch.save+fsync", "dcp", "dcp-async", "sync", "concurrent")
+ASYNC = ("dcp-async", "concurrent")   # snapshot, then persist in the background
+NEVER_DURABLE = ("torch.save",)
+
+
+def recorded() -> dict:
+    """The full-size run stored with the package: date, command, floors and every engine's numbers
+    (schema ``mlsysim.lab.torch-compare/1``, see :meth:`mlsysim.lab.torch_compare.Comparison.to_dict`)."""
+    return json.loads(files(__package__).joinpath("data/torch_benchmark.json").read_text(encoding="utf-8"))
+
+
+def targets(result) -> list[tuple[str, bool, str]]:
+    """The benchmark's targets as (name, met, the numbers), for a run or its ``to_dict()``."""
+    d = result.to_dict() if hasattr(result, "to_dict") else result
+    e = {r["engine"]: r for r in d["engines"]}
+    copy, write = d["copy_floor_s"], d["write_floor_s"]
+    conc, dcp_async, sync, tsave = e["concurrent"], e["dcp-async"], e["sync"], e["torch.save+fsync"]
+    return [
+        ("concurrent stall <= 1/2 of dcp.async_save's", conc["stall_s"] <= 0.5 * dcp_async["stall_s"],
+         f"{conc['stall_s']:.3f} s vs {dcp_async['stall_s']:.3f} s"),
+        ("concurrent stall <= 2 x the copy floor", conc["stall_s"] <= 2 * copy,
+         f"{conc['stall_s']:.3f} s vs {copy:.3f} s"),
+        ("sync durable <= torch.save + fsync", sync["durable_s"] <= tsave["durable_s"],
+         f"{sync['durable_s']:.3f} s vs {tsave['durable_s']:.3f} s"),
+        ("sync durable <= 1.3 x the write + fsync floor", sync["durable_s"] <= 1.3 * write,
+         f"{sync['durable_s']:.3f} s vs {write:.3f} s"),
+        ("load_latest <= torch.load", sync["load_s"] <= e["torch.save"]["load_s"],
+         f"{sync['load_s']:.3f} s vs {e['torch.save']['load_s']:.3f} s"),
+    ]
+
+
+def predicted(size_B: float, copy_Bps: float, write_Bps: float, read_Bps: float | None = None,
+              host_memory_B: float = 16e9) -> dict:
+    """The model's stall, durable and load time for each engine on a machine of these rates, and the
+    floors, as a dict of the recorded run's schema (``durable_s`` None where never durable).
+
+    Rates in bytes per second; ``read_Bps`` defaults to ``write_Bps``; a snapshot must fit in
+    ``host_memory_B`` (else :class:`~mlsysim.errors.InfeasibleError`). A single checkpoint (no
+    back-pressure): blocking engines stall d + W, background ones d; durable after d + W.
+
+    >>> d = predicted(1.2e9, copy_Bps=20e9, write_Bps=1.5e9, read_Bps=3e9)
+    >>> round(d["copy_floor_s"], 3), round(d["write_floor_s"], 3)
+    (0.06, 0.8)
+    >>> e = {r["engine"]: r for r in d["engines"]}
+    >>> round(e["sync"]["stall_s"], 3), round(e["concurrent"]["stall_s"], 3), round(e["concurrent"]["durable_s"], 3)
+    (0.86, 0.06, 0.86)
+    >>> e["torch.save"]["durable_s"] is None
+    True
+    """
+    read_Bps = write_Bps if read_Bps is None else read_Bps
+    m = machine_from(copy_Bps, write_Bps, read_Bps, host_memory_B=host_memory_B)
+    p = predict(size_B, m, interval_s=1e6)
+    floors = Floors(size_B=float(size_B), copy_Bps=copy_Bps, write_Bps=write_Bps, read_cold_Bps=read_Bps,
+                    read_warm_Bps=read_Bps)
+    engines = [{"engine": e, "size_B": p.size_B,
+                "stall_s": p.concurrent_stall_s if e in ASYNC else p.sync_stall_s,
+                "durable_s": None if e in NEVER_DURABLE else p.copy_s + p.write_s,
+                "durable": e not in NEVER_DURABLE, "load_s": p.restore_s} for e in ENGINES]
+    return {"schema": "mlsysim.lab.torch-compare/1", "size_B": float(size_B), "floors": floors.to_dict(),
+            "copy_floor_s": floors.copy_floor_s, "write_floor_s": floors.write_floor_s, "engines": engines,
+            "predicted_by": "mlsysim.checkpoint"}
