@@ -29,7 +29,8 @@ RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "data" / "
 
 
 def main(argv=None) -> int:
-    from mlsysim.lab.torch_compare import compare, targets
+    from mlsysim.lab.torch_compare import compare
+    from mlsysim.lab.torch_results import targets
     p = argparse.ArgumentParser()
     p.add_argument("--size-mb", type=float, default=1000.0)
     p.add_argument("--repeats", type=int, default=3)
@@ -40,8 +41,11 @@ def main(argv=None) -> int:
     t0 = time.time()
     c = compare(a.size_mb * 1e6, repeats=a.repeats, directory=a.dir,
                 progress=lambda m: print(f"  {m} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True))
+    import torch
+    from mlsysim.lab.floors import machine_facts
     d = {**c.to_dict(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)),
-         "command": "python benchmarks/bench_lab_torch.py " + " ".join(argv or sys.argv[1:])}
+         "command": "python benchmarks/bench_lab_torch.py " + " ".join(argv or sys.argv[1:]),
+         "machine": {**machine_facts(a.dir), "torch": torch.__version__}}
     f = d["floors"]
     print(f"floors: copy {f['copy_Bps'] / 1e9:.2f} GB/s ({f['copy_floor_s']:.3f} s), write + fsync "
           f"{f['write_Bps'] / 1e9:.2f} GB/s ({f['write_floor_s']:.3f} s), read {f['read_cold_Bps'] / 1e9:.2f} GB/s "

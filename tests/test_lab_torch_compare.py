@@ -89,7 +89,9 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
         for key in ("engine", "size_B", "stall_s", "durable_s", "load_s", "resumed_exactly", "copy_floor_s",
                     "write_floor_s"):
             assert key in r
-    assert next(r for r in d["engines"] if r["engine"] == "torch.save")["durable_s"] is None
+    plain = next(r for r in d["engines"] if r["engine"] == "torch.save")
+    assert plain["durable_s"] is None and plain["predicted"]["durable_s"] is None   # null, not a bare NaN
+    json.loads(json.dumps(small.to_dict(), allow_nan=False))
     assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
     assert "median of 1" in str(small) and "<table>" in small._repr_html_()
 
@@ -157,3 +159,11 @@ def test_cli_compare_json(tmp_path):
     numpy_compare = subprocess.run([sys.executable, "-m", "mlsysim.cli", "lab", "checkpoint", "--compare"],
                                    capture_output=True, text=True, timeout=60)
     assert numpy_compare.returncode == 2 and "--framework torch" in numpy_compare.stderr
+
+
+def test_machine_facts_name_the_cpu_and_the_file_system(tmp_path):
+    from mlsysim.lab.floors import machine_facts
+    f = machine_facts(tmp_path)
+    assert f["cores"] >= 1 and f["memory_B"] > 1e8 and f["cpu"]
+    if __import__("os").path.exists("/proc/mounts"):
+        assert " on " in f["file_system"]

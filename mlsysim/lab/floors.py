@@ -103,3 +103,27 @@ def measure_floors(size_B: float, directory=None, repeats: int = 3) -> Floors:
         warm_s = _best(read, repeats)
     return Floors(size_B=float(n), copy_Bps=n / copy_s, write_Bps=n / write_s, read_cold_Bps=n / cold_s,
                   read_warm_Bps=n / warm_s)
+
+
+def machine_facts(directory=None) -> dict:
+    """What a recorded measurement ran on: CPU model, cores, memory, the file system of
+    ``directory`` and the operating system (Linux's /proc; fields it cannot read are left out)."""
+    import platform
+    facts = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+             "memory_B": float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
+             "system": f"{platform.system()} {platform.release()}", "python": platform.python_version()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            facts["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    try:
+        where = os.path.realpath(directory or tempfile.gettempdir())
+        with open("/proc/mounts") as f:
+            mounts = [l.split()[:3] for l in f]
+        best = max((m for m in mounts if where == m[1] or where.startswith(m[1].rstrip("/") + "/")),
+                   key=lambda m: len(m[1]))
+        facts["file_system"] = f"{best[2]} on {best[0]}"
+    except (OSError, ValueError):
+        pass
+    return facts

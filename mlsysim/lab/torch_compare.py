@@ -46,10 +46,10 @@ from . import store
 from .floors import Floors, measure_floors
 from .predict import machine_from, predict
 from .torch_engines import ALL_ENGINES, load_latest, make, newest_path
+from .torch_results import ASYNC, recorded, targets  # noqa: F401  (read without torch; used from here too)
 from .torch_train import TorchConfig, TorchTrainer
 
 RESUME_STEPS = 2
-ASYNC = ("dcp-async", "concurrent")   # snapshot, then persist in the background
 
 
 @dataclass(frozen=True)
@@ -73,15 +73,20 @@ class EngineRun:
 
     def to_dict(self, floors: Floors) -> dict:
         return {"engine": self.engine, "size_B": self.size_B, "stall_s": self.stall_s,
-                "durable_s": None if self.durable_s != self.durable_s else self.durable_s,
+                "durable_s": _or_none(self.durable_s),
                 "durable": self.durable_s == self.durable_s, "load_s": self.load_s,
                 "resumed_exactly": self.resumed_exactly, "corruption": self.corruption,
                 "corruption_noticed": self.corruption_noticed, "copy_floor_s": floors.copy_floor_s,
                 "write_floor_s": floors.write_floor_s,
-                "predicted": {"stall_s": self.predicted_stall_s, "durable_s": self.predicted_durable_s,
-                              "load_s": self.predicted_load_s},
-                "stalls_s": list(self.stalls_s), "durables_s": [None if d != d else d for d in self.durables_s],
+                "predicted": {"stall_s": self.predicted_stall_s,
+                              "durable_s": _or_none(self.predicted_durable_s), "load_s": self.predicted_load_s},
+                "stalls_s": list(self.stalls_s), "durables_s": [_or_none(d) for d in self.durables_s],
                 "loads_s": list(self.loads_s)}
+
+
+def _or_none(x: float):
+    """NaN (never durable) as JSON's null: strict JSON readers refuse a bare NaN."""
+    return None if x != x else x
 
 
 @dataclass(frozen=True)
@@ -274,31 +279,3 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
                 durables_s=tuple(r.durable_s for r in recs), loads_s=tuple(loads)))
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs))
 
-
-def targets(result) -> list[tuple[str, bool, str]]:
-    """The benchmark's targets as (name, met, the numbers), for a :class:`Comparison` or its
-    :meth:`~Comparison.to_dict` (such as the recorded run of :func:`recorded`)."""
-    d = result.to_dict() if isinstance(result, Comparison) else result
-    e = {r["engine"]: r for r in d["engines"]}
-    copy, write = d["copy_floor_s"], d["write_floor_s"]
-    conc, dcp_async, sync, tsave = e["concurrent"], e["dcp-async"], e["sync"], e["torch.save+fsync"]
-    return [
-        ("concurrent stall <= 1/2 of dcp.async_save's", conc["stall_s"] <= 0.5 * dcp_async["stall_s"],
-         f"{conc['stall_s']:.3f} s vs {dcp_async['stall_s']:.3f} s"),
-        ("concurrent stall <= 2 x the copy floor", conc["stall_s"] <= 2 * copy,
-         f"{conc['stall_s']:.3f} s vs {copy:.3f} s"),
-        ("sync durable <= torch.save + fsync", sync["durable_s"] <= tsave["durable_s"],
-         f"{sync['durable_s']:.3f} s vs {tsave['durable_s']:.3f} s"),
-        ("sync durable <= 1.3 x the write + fsync floor", sync["durable_s"] <= 1.3 * write,
-         f"{sync['durable_s']:.3f} s vs {write:.3f} s"),
-        ("load_latest <= torch.load", sync["load_s"] <= e["torch.save"]["load_s"],
-         f"{sync['load_s']:.3f} s vs {e['torch.save']['load_s']:.3f} s"),
-    ]
-
-
-def recorded() -> dict:
-    """The full-size run of ``benchmarks/bench_lab_torch.py --record`` stored with the package
-    (``lab/data/torch_benchmark.json``): date, command, floors and every engine's numbers."""
-    import json
-    from importlib.resources import files
-    return json.loads(files(__package__).joinpath("data/torch_benchmark.json").read_text(encoding="utf-8"))

@@ -40,9 +40,10 @@ import torch
 from ..errors import UnknownNameError
 from . import store
 from .engines import ENGINES as OWN_ENGINES, Engine, SaveRecord, make_engine
+from .torch_results import ENGINES
 
-BASELINES = ("torch.save", "torch.save+fsync", "dcp", "dcp-async")
-ALL_ENGINES = BASELINES + OWN_ENGINES
+ALL_ENGINES = ENGINES                    # the four baselines, then this package's two
+BASELINES = ALL_ENGINES[:4]
 _FILE = re.compile(r"^torch-(\d{9})\.pt$")
 _DIR = re.compile(r"^dcp-(\d{9})$")
 

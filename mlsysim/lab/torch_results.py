@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 from importlib.resources import files
 
+from .engines import ENGINES as OWN_ENGINES
 from .floors import Floors
 from .predict import machine_from, predict
 
-ENGINES = ("torch.save", "torch.save+fsync", "dcp", "dcp-async", "sync", "concurrent")
+ENGINES = ("torch.save", "torch.save+fsync", "dcp", "dcp-async") + OWN_ENGINES
 ASYNC = ("dcp-async", "concurrent")   # snapshot, then persist in the background
 NEVER_DURABLE = ("torch.save",)
 
