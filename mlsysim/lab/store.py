@@ -116,20 +116,26 @@ def _as_numpy(a) -> tuple[np.ndarray, dict]:
     """A C-contiguous NumPy view (no copy when possible) and how to rebuild the original."""
     if isinstance(a, np.ndarray):
         return np.ascontiguousarray(a), {"kind": "numpy"}
-    t = a.detach().cpu().contiguous()
+    import torch
+    t = a.detach().cpu()
     dtype = str(t.dtype).removeprefix("torch.")
-    if dtype == "bfloat16":  # NumPy has no bfloat16: keep its bits
-        import torch
-        return t.view(torch.int16).numpy(), {"kind": "torch", "torch_dtype": dtype}
-    return t.numpy(), {"kind": "torch", "torch_dtype": dtype}
+    if t.is_quantized:
+        raise TypeError(f"cannot checkpoint a quantized tensor (torch.{dtype}): its scale and zero point "
+                        f"would be lost; store tensor.int_repr() and the quantizer's parameters, or dequantize()")
+    t = t.resolve_conj().resolve_neg().contiguous()
+    try:
+        return t.numpy(), {"kind": "torch", "torch_dtype": dtype}
+    except TypeError:  # a dtype NumPy lacks (bfloat16, float8, complex32, ...): keep its bits
+        bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+        return t.view(bits).numpy(), {"kind": "torch", "torch_dtype": dtype}
 
 
 def _from_numpy(a: np.ndarray, how: dict):
     if how["kind"] == "numpy":
         return a
     import torch
-    t = torch.from_numpy(a)
-    return t.view(torch.bfloat16) if how["torch_dtype"] == "bfloat16" else t
+    t, dtype = torch.from_numpy(a), getattr(torch, how["torch_dtype"])
+    return t if t.dtype == dtype else t.view(dtype)
 
 
 @dataclass(frozen=True)
