@@ -21,7 +21,7 @@ def _without_torch(tmp_path):
     """An environment in which ``import torch`` fails, as on a machine without the extra."""
     fake = tmp_path / "notorch" / "torch"
     fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('No module named torch')\n")
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError('No module named torch', name='torch')\n")
     return {**__import__("os").environ, "PYTHONPATH": str(fake.parent)}
 
 
