@@ -214,9 +214,20 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _start_writeback(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start writing these bytes to the device now (Linux starts the writeback of
+    dirty pages on ``POSIX_FADV_DONTNEED``), instead of at the final ``fsync``: the device writes
+    while the next chunks are checksummed and copied, so the ``fsync`` has less left to wait for.
+    The kernel's own writeback would start only past ``dirty_background_ratio`` of memory, which a
+    checkpoint of a few GB on a large host never reaches. A no-op where the call does not exist."""
+    if hasattr(os, "posix_fadvise") and length:
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
 def write_durable(path: Path, chunks, after_first=None) -> tuple[int, int]:
     """Write ``chunks`` to ``path.tmp``, fsync, rename to ``path``, fsync the directory.
-    Returns (bytes, CRC-32). On an error the temporary file is removed and
+    Returns (bytes, CRC-32). Each chunk's writeback starts as soon as it is written
+    (:func:`_start_writeback`). On an error the temporary file is removed and
     :class:`CheckpointError` names the file and the cause."""
     tmp = path.with_name(path.name + ".tmp")
     size, crc, fd = 0, 0, None
@@ -228,6 +239,7 @@ def write_durable(path: Path, chunks, after_first=None) -> tuple[int, int]:
             while len(mv):
                 n = os.write(fd, mv)
                 mv = mv[n:]
+            _start_writeback(fd, size, len(chunk))
             size += len(chunk)
             if i == 0 and after_first is not None:
                 after_first()
