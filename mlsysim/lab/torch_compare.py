@@ -8,9 +8,10 @@ state with each engine of :data:`~mlsysim.lab.torch_engines.ALL_ENGINES`:
    round every engine saves once, in a rotated order (a shared disk drifts: no engine
    always goes first). After each save the run waits until it is durable and flushes
    the page cache's dirty pages (``os.sync``, untimed), so that one engine's unwritten
-   bytes never slow the next. Stall = the time ``save`` held the caller; durable = the
-   time until the checkpoint was committed (NaN for plain ``torch.save``, which never
-   is). Medians over the rounds.
+   bytes never slow the next; each round ends with one more timing of the write floor,
+   and the fastest write seen sets it. Stall = the time ``save`` held the caller;
+   durable = the time until the checkpoint was committed (NaN for plain ``torch.save``,
+   which never is). Medians over the rounds.
 2. **Load.** Each engine's own loader reads its newest checkpoint ``repeats`` times, the
    files' pages dropped from the page cache first (median). DCP loads in place into a
    state of the same structure made beforehand (its normal use: the model's own tensors);
@@ -37,13 +38,14 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..errors import MlsysimError, UnknownNameError
 from ..measure import drop_page_cache
 from ..tables import Table
 from . import store
-from .floors import Floors, measure_floors
+from .floors import Floors, measure_floors, with_write_rounds, write_once
 from .predict import machine_from, predict
 from .torch_engines import ALL_ENGINES, load_latest, make, newest_path
 from .torch_results import ASYNC, recorded, targets  # noqa: F401  (read without torch; used from here too)
@@ -239,20 +241,26 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         state_B = trainer.state_B
         say(f"measuring the floors with {state_B / 1e6:.0f} MB")
         floors = floors or measure_floors(state_B, root, repeats=repeats)
-        machine = machine_from(floors.copy_Bps, floors.write_Bps, floors.read_cold_Bps)
-        pred = predict(state_B, machine, interval_s=1e6)
         live = {}
         try:
             for e in engines:
                 live[e] = make(e, folders[e], keep=2)
                 if e == "concurrent":
                     live[e].prepare(store.layout(state, 0).size_B)
+            floor_data, floor_rounds = np.full(state_B, 7, dtype=np.uint8), []
             for k in range(repeats + 1):            # k = 0: the untimed warm-up
                 say(f"round {k} of {repeats}" if k else "warm-up saves")
                 for e in engines[k % len(engines):] + engines[:k % len(engines)]:
                     live[e].save(k + 1, state)
                     live[e].wait()
                     os.sync()
+                if k:                               # the write floor again, in the same round
+                    floor_rounds.append(write_once(root / "floor.bin", floor_data))
+                    (root / "floor.bin").unlink()
+            del floor_data
+            floors = with_write_rounds(floors, floor_rounds)
+            machine = machine_from(floors.copy_Bps, floors.write_Bps, floors.read_cold_Bps)
+            pred = predict(state_B, machine, interval_s=1e6)
             records = {e: live[e].summary()[1:] for e in engines}
         finally:
             for eng in live.values():
