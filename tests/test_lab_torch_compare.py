@@ -173,6 +173,7 @@ def test_the_write_floor_is_the_fastest_write_seen(tmp_path):
     from mlsysim.lab.floors import Floors, with_write_rounds, write_once
     f = Floors(size_B=1e9, copy_Bps=10e9, write_Bps=0.5e9, read_cold_Bps=1e9, read_warm_Bps=2e9)
     assert with_write_rounds(f, [2.5, 1.6, 3.0]).write_floor_s == pytest.approx(1.6)   # a faster round wins
+    assert with_write_rounds(f, [2.5, 1.6, 3.0]).to_dict()["write_rounds_s"] == [2.5, 1.6, 3.0]
     assert with_write_rounds(f, [2.5, 3.0]).write_floor_s == pytest.approx(2.0)        # a slower one does not
     assert with_write_rounds(f, []) == f
     t = write_once(tmp_path / "x.bin", bytes(3 * 2 ** 20))

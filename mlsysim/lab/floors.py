@@ -39,6 +39,7 @@ class Floors:
     write_Bps: float
     read_cold_Bps: float
     read_warm_Bps: float
+    write_rounds_s: tuple = ()   # the write floor timed again between the engines' saves (see with_write_rounds)
 
     @property
     def copy_floor_s(self) -> float:
@@ -58,7 +59,8 @@ class Floors:
         return self.read_warm_Bps > 1.5 * self.read_cold_Bps
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "copy_floor_s": self.copy_floor_s, "write_floor_s": self.write_floor_s,
+        return {**asdict(self), "write_rounds_s": list(self.write_rounds_s),
+                "copy_floor_s": self.copy_floor_s, "write_floor_s": self.write_floor_s,
                 "read_floor_s": self.read_floor_s, "cache_dropped": self.cache_dropped}
 
 
@@ -121,7 +123,8 @@ def with_write_rounds(floors: Floors, rounds_s) -> Floors:
     :func:`write_once` of the same size, taken between the engines' saves) where it beats the first.
     On a shared disk the rate drifts; a floor is the best the device was seen to do."""
     best = min(rounds_s, default=float("inf"))
-    return dataclasses.replace(floors, write_Bps=max(floors.write_Bps, floors.size_B / best))
+    return dataclasses.replace(floors, write_Bps=max(floors.write_Bps, floors.size_B / best),
+                               write_rounds_s=tuple(rounds_s))
 
 
 def machine_facts(directory=None) -> dict:
