@@ -178,3 +178,9 @@ def test_the_write_floor_is_the_fastest_write_seen(tmp_path):
     assert with_write_rounds(f, []) == f
     t = write_once(tmp_path / "x.bin", bytes(3 * 2 ** 20))
     assert t > 0 and (tmp_path / "x.bin").stat().st_size == 3 * 2 ** 20
+
+
+def test_the_snapshot_copy_is_timed_beside_the_floor(small):
+    d = small.to_dict()
+    per_parameter = 4 * (9 * SMALL.layers + 3)       # weight, AdamW's step, m and v of each parameter tensor
+    assert d["snapshot_copy_s"] > 0 and d["tensors"] == per_parameter + 2   # + torch's and NumPy's random states

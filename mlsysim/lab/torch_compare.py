@@ -34,6 +34,7 @@ import copy
 import os
 import statistics
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,8 @@ class Comparison:
     repeats: int
     floors: Floors
     runs: tuple
+    snapshot_copy_s: float = float("nan")   # this package's snapshot of the state into a ready buffer (best)
+    tensors: int = 0                        # how many tensors the state holds
 
     def run(self, engine: str) -> EngineRun:
         for r in self.runs:
@@ -128,7 +131,8 @@ class Comparison:
         f = self.floors
         return {"schema": "mlsysim.lab.torch-compare/1", "size_B": self.size_B, "repeats": self.repeats,
                 "config": vars(self.config).copy(), "floors": f.to_dict(), "copy_floor_s": f.copy_floor_s,
-                "write_floor_s": f.write_floor_s, "engines": [r.to_dict(f) for r in self.runs]}
+                "write_floor_s": f.write_floor_s, "snapshot_copy_s": _or_none(self.snapshot_copy_s),
+                "tensors": self.tensors, "engines": [r.to_dict(f) for r in self.runs]}
 
 
 def _flat(obj, prefix=""):
@@ -241,6 +245,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         state_B = trainer.state_B
         say(f"measuring the floors with {state_B / 1e6:.0f} MB")
         floors = floors or measure_floors(state_B, root, repeats=repeats)
+        snapshot_s, tensors = _snapshot_copy(state, repeats)
         live = {}
         try:
             for e in engines:
@@ -285,5 +290,21 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
                 predicted_durable_s=pred.copy_s + pred.write_s if e != "torch.save" else float("nan"),
                 predicted_load_s=pred.restore_s, stalls_s=tuple(r.stall_s for r in recs),
                 durables_s=tuple(r.durable_s for r in recs), loads_s=tuple(loads)))
-    return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs))
+    return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
+                      snapshot_copy_s=snapshot_s, tensors=tensors)
+
+
+def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
+    """Seconds to copy ``state`` into a buffer allocated and touched beforehand, as the concurrent
+    engine's ``save`` does (best of ``repeats``), and the number of tensors copied: the copy floor
+    moves one contiguous buffer, the snapshot one tensor after another."""
+    lay = store.layout(state, 0)
+    buf = np.empty(lay.size_B, dtype=np.uint8)
+    buf.fill(0)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        store.fill(buf, lay)
+        best = min(best, time.perf_counter() - t0)
+    return best, len(lay.arrays)
 
