@@ -119,9 +119,11 @@ class TorchSaveEngine(Engine):
 class DcpEngine(Engine):
     """:func:`torch.distributed.checkpoint.save` (``asynchronous=False``) or ``async_save``."""
 
-    def __init__(self, directory, keep: int = 2, asynchronous: bool = False, hook=None, on_commit=None):
+    def __init__(self, directory, keep: int = 2, asynchronous: bool = False, hook=None, on_commit=None,
+                 process_group=None):
         super().__init__(directory, keep, hook, on_commit)
         self.asynchronous = asynchronous
+        self.process_group = process_group   # a job's own group for checkpoint collectives (None: the default)
         self.name = "dcp-async" if asynchronous else "dcp"
         self._future = None
         for stale in self.directory.glob("dcp-*"):    # torn saves of a crashed run: never loadable
@@ -153,7 +155,7 @@ class DcpEngine(Engine):
             if self._future is not None:       # one save in flight: wait for the previous one
                 self.wait()
                 waited = time.perf_counter() - t0
-            fut = dcp.async_save(state, storage_writer=self._writer(path, step))
+            fut = dcp.async_save(state, storage_writer=self._writer(path, step), process_group=self.process_group)
             announced = threading.Event()      # the callback runs after result() returns to waiters
 
             def committed(f, step=step, t0=t0):
@@ -166,7 +168,7 @@ class DcpEngine(Engine):
             fut.add_done_callback(committed)
             self._future, self._announced = fut, announced
         else:
-            dcp.save(state, storage_writer=self._writer(path, step))
+            dcp.save(state, storage_writer=self._writer(path, step), process_group=self.process_group)
             self._committed(step, t0)
         stall = time.perf_counter() - t0
         self.records.append(SaveRecord(step, _dcp_size(path), stall, waited, float("nan")))
