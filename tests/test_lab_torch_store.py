@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 from mlsysim.lab import store, torch_engines  # noqa: E402
 from mlsysim.lab.engines import ENGINES, make_engine  # noqa: E402
 from mlsysim.lab.store import CheckpointWarning  # noqa: E402
+from mlsysim.lab.torch_compare import flip_middle_byte  # noqa: E402
 from mlsysim.lab.torch_train import TorchConfig, TorchTrainer  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental",
@@ -133,18 +134,6 @@ def _tensors(state, path=""):
             yield from _tensors(v, f"{path}/{i}")
 
 
-def _flip_middle(path):
-    """Flip every bit of the byte in the middle of a checkpoint (its largest file, for DCP)."""
-    f = max((p for p in path.iterdir()), key=lambda p: p.stat().st_size) if path.is_dir() else path
-    n = f.stat().st_size
-    with open(f, "r+b") as h:
-        h.seek(n // 2)
-        b = h.read(1)
-        h.seek(n // 2)
-        h.write(bytes([b[0] ^ 0xFF]))
-    return f
-
-
 @pytest.mark.parametrize("kind", torch_engines.ALL_ENGINES)
 def test_a_flipped_byte_in_the_newest_checkpoint(tmp_path, kind):
     trainer, saved = TorchTrainer(CFG), {}
@@ -153,7 +142,7 @@ def test_a_flipped_byte_in_the_newest_checkpoint(tmp_path, kind):
             trainer.step()
             saved[step] = {p: t.clone() for p, t in _tensors(trainer.state())}
             e.save(step, trainer.state())
-    bad = _flip_middle(torch_engines.newest_path(kind, tmp_path))
+    bad = flip_middle_byte(torch_engines.newest_path(kind, tmp_path))
     template = TorchTrainer(CFG).state() if kind.startswith("dcp") else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CheckpointWarning)

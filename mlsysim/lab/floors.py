@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..measure import drop_page_cache
+from ..measure import _best, drop_page_cache
 
 CHUNK_B = 16 * 2 ** 20
 
@@ -62,15 +62,6 @@ class Floors:
         return {**asdict(self), "write_rounds_s": list(self.write_rounds_s),
                 "copy_floor_s": self.copy_floor_s, "write_floor_s": self.write_floor_s,
                 "read_floor_s": self.read_floor_s, "cache_dropped": self.cache_dropped}
-
-
-def _best(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def write_once(path, data) -> float:

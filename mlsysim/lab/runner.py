@@ -62,17 +62,23 @@ def main(argv=None) -> int:
     else:
         trainer = Trainer(LabConfig(width=a.width, depth=a.depth, steps=a.steps, seed=a.seed))
         _say(resumed_from=None)
-    while trainer.step_count < a.steps:
+    train(trainer, engine, a.steps, a.every, hook)
+    return 0
+
+
+def train(trainer, engine, steps: int, every: int, hook) -> None:
+    """Train to ``steps``, checkpoint every ``every`` with ``engine``, announce every step, call
+    ``hook("between", s)`` after each under the engine's lock, and announce the end."""
+    while trainer.step_count < steps:
         loss = trainer.step()
         s = trainer.step_count
         _say(step=s, loss=loss.hex())
-        if s % a.every == 0:
+        if s % every == 0:
             engine.save(s, trainer.state())
         with engine.lock:
             hook("between", s)
     engine.close()
     _say(done=True)
-    return 0
 
 
 if __name__ == "__main__":

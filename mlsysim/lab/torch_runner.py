@@ -54,7 +54,7 @@ import traceback
 import warnings
 
 from . import torch_engines
-from .runner import _say
+from .runner import _say, train
 from .store import CheckpointError, CheckpointWarning
 from .torch_train import TorchConfig, TorchTrainer
 
@@ -117,16 +117,7 @@ def main(argv=None) -> int:
             hook(name, step)
 
     trainer.hook = mid_step
-    while trainer.step_count < a.steps:
-        loss = trainer.step()
-        s = trainer.step_count
-        _say(step=s, loss=loss.hex())
-        if s % a.every == 0:
-            engine.save(s, trainer.state())
-        with engine.lock:
-            hook("between", s)
-    engine.close()
-    _say(done=True)
+    train(trainer, engine, a.steps, a.every, hook)
     return 0
 
 
