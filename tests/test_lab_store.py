@@ -214,3 +214,12 @@ def test_any_sequence_of_saves_and_crashes_leaves_the_newest_commit_loadable(tmp
         else:
             with pytest.raises(CheckpointError):
                 load_latest(d)
+
+
+def test_arrays_keep_their_shape_zero_dimensional_and_non_contiguous_included(tmp_path):
+    state = {"scalar": np.array(2.5), "empty": np.zeros((0, 3)), "strided": np.arange(12.0).reshape(3, 4)[:, ::2]}
+    with SyncEngine(tmp_path) as e:
+        e.save(1, state)
+    got = load_latest(tmp_path).state
+    for k, a in state.items():
+        assert got[k].shape == a.shape and got[k].dtype == a.dtype and np.array_equal(got[k], a), k

@@ -115,7 +115,7 @@ def _decode(obj, arrays: list):
 def _as_numpy(a) -> tuple[np.ndarray, dict]:
     """A C-contiguous NumPy view (no copy when possible) and how to rebuild the original."""
     if isinstance(a, np.ndarray):
-        return np.ascontiguousarray(a), {"kind": "numpy"}
+        return (a if a.flags.c_contiguous else np.ascontiguousarray(a)), {"kind": "numpy"}  # keeps a 0-d array 0-d
     import torch
     t = a.detach().cpu()
     dtype = str(t.dtype).removeprefix("torch.")
