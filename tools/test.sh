@@ -17,7 +17,7 @@ stage() {
   "$@"
   timings+=("$(printf '%-28s %4d s' "$name" $((SECONDS - t0)))")
 }
-stage "unit and property tests" python -m pytest -q -n 2 -p no:cacheprovider
+stage "unit and property tests" python -m pytest -q -n 2 -p no:cacheprovider --durations=10
 stage "notebooks (nbval)" python -m pytest -q -n 2 --dist loadfile -p no:cacheprovider --nbval \
   --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
 stage "book build" bash tools/build_book.sh
