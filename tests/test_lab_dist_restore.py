@@ -1,0 +1,138 @@
+"""Load amplification for real: one torchrun job (2 ranks, gloo, 127.0.0.1) saves the lab's transformer
+in DDP and FSDP2 mode, then restores it three ways (every rank reads the replicated state, each owner
+reads its shard, rank 0 reads and broadcasts), each verified by the CRC-32 of every tensor, with the
+page cache dropped before each; bytes counted from the files read and from the kernel's counters."""
+import os
+
+import pytest
+
+from mlsysim.errors import MlsysimError
+from mlsysim.lab import dist_store
+from mlsysim.lab.dist_predict import SCHEMES, dist_machine, predict_job, predict_restore
+from mlsysim.lab.dist_restore import device_read_B, measure_restores, parse_schemes, resident_fraction
+from mlsysim.measure import drop_page_cache
+
+M = dist_machine(copy_Bps=8e9, write_Bps=0.4e9, read_Bps=1.7e9, link_Bps=3e9)   # given rates: no measuring
+WORLD = 2
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    pytest.importorskip("torch")
+    base = tmp_path_factory.mktemp("restore")
+    return measure_restores(WORLD, d_model=128, layers=2, directory=base, machine=M), base
+
+
+def _files(base, mode):
+    d = base / mode
+    return [s["size_B"] for s in dist_store.read_global(d, dist_store.global_steps(d)[-1])["shards"]]
+
+
+def _alive_with(text):
+    """Processes whose command line holds ``text`` (this run's directory): its torchrun and ranks."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if text.encode() in f.read():
+                        out.append(int(pid))
+            except OSError:
+                pass
+    return out
+
+
+def test_every_scheme_restores_every_tensor(run):
+    r, base = run
+    assert [s.scheme for s in r.schemes] == list(SCHEMES)
+    assert all(s.verified for s in r.schemes)
+    assert [v.mode for v in r.saves] == ["ddp", "fsdp"] and all(v.step == 1 for v in r.saves)
+    assert not _alive_with(str(base))
+
+
+def test_bytes_are_counted_from_the_files_each_rank_read(run):
+    r, base = run
+    ddp, fsdp = _files(base, "ddp"), _files(base, "fsdp")
+    rep, sh, bc = (r.scheme(s) for s in ("replicated", "sharded", "broadcast"))
+    # replicated: rank 0's file (all of the state) by every rank, plus each rank's own small file
+    assert rep.bytes_read_per_rank == (ddp[0],) + tuple(ddp[0] + b for b in ddp[1:])
+    assert rep.files_per_rank[1] == ("rank-00000/ckpt-000000001.data", "rank-00001/ckpt-000000001.data")
+    # sharded: each owner its own shard, nothing else
+    assert sh.bytes_read_per_rank == tuple(fsdp)
+    assert sh.files_per_rank == tuple((f"rank-{o:05d}/ckpt-000000001.data",) for o in range(WORLD))
+    # broadcast: rank 0 reads the state once, the others only their own small file
+    assert bc.bytes_read_per_rank == tuple(ddp)
+    assert bc.bytes_read_per_rank[1] < 0.02 * r.state_B
+    # amplification: N times the bytes for the replicated scheme, once for the others
+    assert rep.amplification == pytest.approx(WORLD, rel=0.02)
+    assert sh.amplification == bc.amplification == 1.0
+
+
+def test_predicted_bytes_match_what_was_read(run):
+    r, _ = run
+    for s in r.schemes:
+        assert s.predicted == predict_restore(s.scheme, r.state_B, WORLD, M)
+        # the files add a JSON header and aligned arrays to the 12 B/param of the prediction
+        assert s.bytes_read_total == pytest.approx(s.predicted.bytes_read_total, rel=0.05)
+        assert s.bytes_read_per_rank[0] == pytest.approx(s.predicted.bytes_read_per_rank[0], rel=0.05)
+    for v in r.saves:
+        assert v.predicted == predict_job(r.state_B, WORLD, v.mode, M, 1.0)
+        assert sum(v.file_B) == pytest.approx(v.predicted.checkpoint_B, rel=0.05)
+        assert v.stall_s > 0 and v.durable_s > 0
+
+
+def test_page_cache_dropped_and_what_reached_the_disk(run):
+    r, _ = run
+    for s in r.schemes:
+        assert s.cache_dropped in (True, None)
+        assert s.restore_s > 0 and all(t > 0 for t in s.restore_s_per_rank)
+    sh, rep = r.scheme("sharded"), r.scheme("replicated")
+    if sh.cache_dropped and sh.device_amplification is not None:
+        # after the drop the shards came from the disk ...
+        assert sh.device_amplification > 0.9
+        # ... while the second reader of rank 0's file shared the first one's pages
+        assert rep.device_amplification < rep.amplification
+
+
+def test_drop_page_cache_and_residency(tmp_path):
+    path = tmp_path / "f.bin"
+    with open(path, "wb") as f:
+        f.write(os.urandom(1 << 20))
+        f.flush()
+        os.fsync(f.fileno())
+    if resident_fraction([path]) is None:
+        pytest.skip("no mincore here")
+    assert resident_fraction([path]) == 1.0
+    drop_page_cache(path)
+    assert resident_fraction([path]) == 0.0
+    before = device_read_B()
+    path.read_bytes()
+    assert resident_fraction([path]) == 1.0
+    if before is not None:
+        assert device_read_B() - before >= 1 << 20
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"nproc": 3}, "world size of 3"),
+    ({"steps": 0}, "steps"),
+    ({"repeats": 0}, "repeats"),
+    ({"size_B": -1.0}, "size_B"),
+    ({"schemes": ("replicated", "gossip")}, "--scheme"),
+])
+def test_bad_input_is_refused_before_launching(kw, match):
+    with pytest.raises(MlsysimError, match=match):
+        measure_restores(**{"nproc": 2, "machine": M, **kw})
+
+
+def test_a_directory_holding_files_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(MlsysimError, match="not empty"):
+        measure_restores(2, directory=tmp_path, machine=M)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_scheme_names():
+    assert parse_schemes("all") == SCHEMES
+    assert parse_schemes("broadcast, sharded") == ("broadcast", "sharded")
+    with pytest.raises(MlsysimError, match="--scheme"):
+        parse_schemes("")
