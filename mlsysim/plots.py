@@ -677,3 +677,51 @@ def lab_engines(result, ax=None, title: str | None = None):
     ax.set_title(title or f"Checkpointing {fmt(d['size_B'], 'B')} of training state")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     return fig
+
+
+# --- distributed checkpoint lab (06D) -----------------------------------------
+def lab_dist_bytes(world, rank_B: dict, restore_s: dict | None = None, measured: dict | None = None,
+                   mark=None, title: str | None = None):
+    """Bytes the busiest rank writes per checkpoint against the world size (log-log), one line per
+    sharding mode (e.g. FSDP/ZeRO-3 against DDP), and, with ``restore_s``, the restore time in a
+    second panel.
+
+    ``world``: world sizes (ranks); ``rank_B`` and ``restore_s`` map a label to values over
+    ``world`` (NaN where a layout is infeasible: left out); ``measured`` maps a label to
+    ``(world sizes, bytes)`` drawn as markers on the bytes panel (e.g. a run's shard files);
+    ``mark``: a world size marked with a dotted line. The restore panel's title describes
+    :func:`mlsysim.checkpoint`'s restore (one read per data-parallel group, then a broadcast)."""
+    if restore_s:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.2), layout="constrained")
+    else:
+        fig, left = _figure(size=(7.5, 4.2))
+        right = None
+    x = np.asarray(world, dtype=float)
+    for i, (label, y) in enumerate(rank_B.items()):
+        left.plot(x, np.asarray(y, dtype=float), "-", lw=2, color=PALETTE[i % len(PALETTE)], label=label)
+        if right is not None and label in restore_s:
+            right.plot(x, np.asarray(restore_s[label], dtype=float), "-", lw=2, color=PALETTE[i % len(PALETTE)],
+                       label=label)
+    for j, (label, (xs, ys)) in enumerate((measured or {}).items()):
+        left.plot(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float), "o", ms=8,
+                  color=PALETTE[(len(rank_B) + j) % len(PALETTE)], markeredgecolor="black", label=label)
+    axes = [left] if right is None else [left, right]
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_yscale("log")
+        ax.set_xlabel("world size (ranks)")
+        if mark is not None:
+            ax.axvline(float(mark), color="#7f7f7f", ls=":", lw=1.2)
+        ax.legend(fontsize=8)
+    for ax, unit in ((left, "B"), (right, "s")):
+        if ax is not None:
+            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _, u=unit: fmt(v, u)))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    left.set_ylabel("bytes written by the busiest rank")
+    if right is not None:
+        right.set_ylabel("restore time (s)")
+        right.set_title("restore: one read per group, then broadcast", fontsize=10)
+    (fig.suptitle if right is not None else left.set_title)(title or "Busiest rank's checkpoint bytes")
+    return fig

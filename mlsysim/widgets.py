@@ -780,3 +780,70 @@ def lab_engines_explorer(size_GB: float = 1.0, copy_GBps: float = 10.0, write_GB
         return rows, plots.lab_engines(d, title=f"Model: {fmt(d['size_B'], 'B')} of state")
 
     return Explorer(controls, compute, render, title="PyTorch lab: what the model predicts per engine")
+
+
+# --- distributed checkpoint lab (06D) -------------------------------------------
+DIST_MODES = {"FSDP (ZeRO-3)": 3, "ZeRO-1": 1, "DDP (ZeRO-0)": 0}   # label -> zero_stage
+
+
+def lab_dist_explorer(model: str = "Llama-3-8B", nodes: int = 32, storage: str = "lustre",
+                      strategy: str = "async", node: str = "DGX-H100") -> Explorer:
+    """Explore who writes and who reads a distributed checkpoint (:func:`mlsysim.checkpoint`): for a
+    model (with its TP x PP layout from :data:`CHECKPOINT_LAYOUTS`), a number of ``node`` nodes, a
+    durable storage tier and a strategy, the bytes the busiest rank writes and the restore time
+    under FSDP (ZeRO-3), ZeRO-1 and DDP (ZeRO-0), at the chosen size and over 1 to 2,048 nodes.
+
+    ``result``: ``{"gpus": world sizes of the sweep, "sweep": {mode: Checkpoint over the sweep},
+    "current": {mode: Checkpoint at the chosen size, or the message of why it is infeasible}}``.
+    Bytes and times only: whether the training state fits in GPU memory is not checked here."""
+    from .checkpoint import STRATEGIES, checkpoint, storage_tiers
+
+    style = {"description_width": "8em"}
+    durable = [t.name for t in storage_tiers() if t.durable]
+    controls = {
+        "model": W.Dropdown(options=list(CHECKPOINT_LAYOUTS), value=model, description="model", style=style),
+        "nodes": _log_slider("nodes", nodes, 0, 11),
+        "storage": W.Dropdown(options=durable, value=storage, description="storage", style=style),
+        "strategy": W.Dropdown(options=list(STRATEGIES), value=strategy, description="strategy", style=style),
+    }
+    grid = 2.0 ** np.arange(0, 12)
+
+    def compute(model, nodes, storage, strategy):
+        tp, pp = CHECKPOINT_LAYOUTS[model]
+        kw = dict(tp=tp, pp=pp, storage=storage, strategy=strategy)
+        sweep = {label: checkpoint(model, node, zero_stage=z, nodes=grid, **kw) for label, z in DIST_MODES.items()}
+        current = {}
+        for label, z in DIST_MODES.items():
+            try:
+                current[label] = checkpoint(model, node, zero_stage=z, nodes=int(nodes), **kw)
+            except MlsysimError as e:
+                current[label] = str(e)
+        gpus = grid * _gpus_per_node(node)
+        return {"model": model, "nodes": int(nodes), "gpus": gpus, "sweep": sweep, "current": current,
+                "tp": tp, "pp": pp, "storage": storage, "strategy": strategy}
+
+    def render(d):
+        per_node = _gpus_per_node(node)
+        ok = [r for r in d["current"].values() if not isinstance(r, str)]
+        rows = [("job", f"{d['model']}, TP {d['tp']} x PP {d['pp']}, {d['nodes'] * per_node:,} GPUs "
+                        f"({d['nodes']} x {node})")]
+        if ok:
+            rows.append(("checkpoint size", fmt(ok[0].size_B, "B")))
+        for label, r in d["current"].items():
+            if isinstance(r, str):
+                rows.append((label, f"not feasible: {r}"))
+            else:
+                rows.append((label, f"busiest rank writes {fmt(r.rank_B, 'B')}; restore {fmt(r.restore_s, 's')}"))
+        fig = plots.lab_dist_bytes(d["gpus"], {k: r.rank_B for k, r in d["sweep"].items()},
+                                   {k: r.restore_s for k, r in d["sweep"].items()},
+                                   mark=d["nodes"] * per_node,
+                                   title=f"{d['model']} (TP {d['tp']} x PP {d['pp']}), {d['strategy']} to "
+                                         f"{d['storage']}")
+        return rows, fig
+
+    return Explorer(controls, compute, render, title="Distributed checkpoint: who writes, who reads")
+
+
+def _gpus_per_node(node: str) -> int:
+    from .registry import node as _node
+    return _node(node).accelerators

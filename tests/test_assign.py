@@ -165,7 +165,7 @@ def test_nbgrader_source_marks_answer_and_test_cells(path, copies):
     for t in tests:
         meta = t["metadata"]["nbgrader"]
         assert meta["locked"] and meta["points"] > 0 and meta["schema_version"] == 3
-        assert re.fullmatch(r'assert ms\.exercises\.check\("[0-9]{2}[LT]?\.[0-9]+", answer\)', _src(t).strip())
+        assert re.fullmatch(r'assert ms\.exercises\.check\("[0-9]{2}[A-Z]?\.[0-9]+", answer\)', _src(t).strip())
     ids = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"] if "nbgrader" in c["metadata"]]
     assert len(ids) == len(set(ids)), "nbgrader grade ids must be unique"
     assert all(re.fullmatch(r"[a-zA-Z0-9_\-]+", i) for i in ids), f"ids outside nbgrader's pattern: {ids}"

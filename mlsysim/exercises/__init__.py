@@ -108,7 +108,8 @@ def ids(notebook: str) -> list[str]:
     return sorted(_registry(str(notebook)), key=lambda i: [int(p) if p.isdigit() else p for p in i.split(".")])
 
 
-LAB_LETTERS = {"_lab_pytorch": "T"}   # a further lab after the same notebook gets a letter of its own
+# a further lab after the same notebook gets a letter of its own
+LAB_LETTERS = {"_lab_pytorch": "T", "_lab_distributed": "D"}
 
 
 def notebook_id(filename) -> str:
