@@ -1,8 +1,12 @@
 """The distributed lab for real: torchrun process groups (gloo, CPU, 127.0.0.1), ranks SIGKILLed at
 named points and at a random time, torchrun restarting the group, resume from the newest global
 commit bit for bit, reshard 4 -> 2 and 2 -> 4 checked by the CRC-32 of every gathered tensor,
-DDP and DCP in the same worker. Nothing mocked; every process is killed by its pid afterwards."""
+DDP and DCP in the same worker. Nothing mocked; every process is killed by its pid afterwards.
+The uninterrupted runs are shared: a reshard continues a copy of one, cut back to an earlier
+global commit (its newest record removed, as when a job dies just before writing it)."""
 import os
+import shutil
+from collections import namedtuple
 
 import pytest
 
@@ -13,16 +17,22 @@ from mlsysim.lab import dist_store  # noqa: E402
 from mlsysim.lab.dist_run import check_world, launch, losses, resumes, run_distributed  # noqa: E402
 
 STEPS = 6          # checkpoints at steps 2, 4, 6
+Ref = namedtuple("Ref", "dir events pids")
+
+
+def _ref(directory, nproc, keep):
+    run = launch(directory, nproc, STEPS, checksums=True, keep=keep)
+    return Ref(directory, run.events, run.pids)
 
 
 @pytest.fixture(scope="module")
 def ref2(tmp_path_factory):
-    return launch(tmp_path_factory.mktemp("ref2"), 2, STEPS, checksums=True)
+    return _ref(tmp_path_factory.mktemp("ref2"), 2, keep=2)
 
 
 @pytest.fixture(scope="module")
 def ref4(tmp_path_factory):
-    return launch(tmp_path_factory.mktemp("ref4"), 4, STEPS, checksums=True)
+    return _ref(tmp_path_factory.mktemp("ref4"), 4, keep=3)      # global commits 2, 4 and 6 kept
 
 
 def _alive(pids):
@@ -83,8 +93,22 @@ def _reshard(first, second, tmp_path, engine="concurrent", damage=False):
     return a, b, step, saved, loaded["crc32"]
 
 
+def _continue(ref, second, tmp_path, damage=False):
+    """A copy of ``ref``'s run without its last global commit, continued at ``second`` ranks."""
+    run = tmp_path / "run"
+    shutil.copytree(ref.dir, run)
+    (run / dist_store.global_name(STEPS)).unlink()
+    if damage:
+        _flip(run / dist_store.read_global(run, 4)["shards"][1]["file"])
+    b = launch(run, second, STEPS, engine="concurrent", checksums=True)
+    loaded = [e for e in b.events if "loaded_checksums" in e][0]
+    step = loaded["loaded_checksums"]
+    saved = [e for e in ref.events if e.get("checksums") == step][0]["crc32"]
+    return b, step, saved, loaded["crc32"]
+
+
 def test_reshard_4_to_2_skips_a_flipped_shard_and_restores_every_tensor(ref4, tmp_path):
-    a, b, step, saved, loaded = _reshard(4, 2, tmp_path, damage=True)
+    b, step, saved, loaded = _continue(ref4, 2, tmp_path, damage=True)
     warning = [e["warning"] for e in b.events if "warning" in e]
     assert len(warning) == 1 and "shard of rank 1 of 4" in warning[0] and "rank-00001" in warning[0]
     assert step == 2 and loaded == saved                                    # every gathered tensor, by CRC-32
@@ -92,11 +116,11 @@ def test_reshard_4_to_2_skips_a_flipped_shard_and_restores_every_tensor(ref4, tm
     assert sorted(cont) == [3, 4, 5, 6]
     diff = max(abs(cont[s] - ref[s]) for s in cont)
     assert 0 < diff < 1e-4, diff                                            # reduction order only
-    assert not _alive(a.pids | b.pids)
+    assert not _alive(b.pids | ref4.pids)
 
 
 def test_reshard_2_to_4(ref2, tmp_path):
-    a, b, step, saved, loaded = _reshard(2, 4, tmp_path)
+    b, step, saved, loaded = _continue(ref2, 4, tmp_path)
     assert step == 4 and loaded == saved
     cont, ref = losses(b.events), losses(ref2.events)
     assert sorted(cont) == [5, 6] and max(abs(cont[s] - ref[s]) for s in cont) < 1e-4
@@ -112,12 +136,19 @@ def test_dcp_async_save_and_dcp_resharding_load(tmp_path):
 
 
 def test_ddp_rank_killed_at_a_random_time(tmp_path):
-    """Replicated state: rank 0 writes it, and after the restart every rank reads rank 0's file."""
+    """Replicated state: rank 0 writes it, and after the restart every rank reads rank 0's file, from
+    the node's memory tier (which outlives the killed worker) unless storage holds a newer one."""
     r = run_distributed(nproc=2, engine="sync", mode="ddp", kill="random", directory=tmp_path, steps=STEPS, seed=1)
     assert [k[1] for k in r.kills] in (["random"], [])      # [] only if the attempt finished first
     assert len(r.resumed_from) == len(r.kills) and r.resumed_exactly is True
-    if r.kills:                  # rank 0 reads its file; rank 1 reads rank 0's whole file, and its own
+    if r.kills and r.resumed_from[-1] is None:     # killed before the first checkpoint: from scratch
+        assert r.recovered_from is None and not any(r.bytes_read_per_rank)
+    elif r.kills:                # rank 0 reads its file; rank 1 reads rank 0's whole file, and its own
         assert r.bytes_read_per_rank[1] > r.bytes_read_per_rank[0] > 0
+        assert r.recovered_from in ("memory", "storage") and r.peer_bytes_per_rank == (0, 0)
+        if r.recovered_from == "memory":
+            assert r.storage_bytes_read_per_rank == (0, 0)
+    assert r.memory_root is not None and not os.path.exists(r.memory_root)
 
 
 def test_a_world_size_the_batch_cannot_split_is_refused():

@@ -79,6 +79,8 @@ def test_every_rank_reads_its_part_and_the_whole_is_restored(tmp_path, old, new)
         assert np.array_equal(got, a)                                           # 0-d array as 1 element
     assert all(ld.shared == {"step": 6} for ld in loads)
     assert [ld.rank_state for ld in loads] == ([{"rank": r} for r in range(new)] if old == new else [None] * new)
+    cold = ds.read_for_rank(tmp_path, rec, new, 0, lambda shape, like: np.empty(shape, like.dtype), cold=True)
+    assert all(np.array_equal(cold.tensors[k], loads[0].tensors[k]) for k in TENSORS)   # the page cache dropped
     read = sorted(f for ld in loads for f in ld.files)
     assert set(read) == {str(tmp_path / s["file"]) for s in rec["shards"]}   # every shard verified
     if old == new:
@@ -100,6 +102,8 @@ def test_a_damaged_shard_is_refused_naming_it(tmp_path, damage):
     with pytest.raises(CheckpointError, match=r"shard of rank 1 of 2: .*rank-00001/ckpt-000000004\.data"):
         ds.read_for_rank(tmp_path, rec, 2, 1, lambda shape, like: np.empty(shape, like.dtype))
     ds.read_for_rank(tmp_path, rec, 2, 0, lambda shape, like: np.empty(shape, like.dtype))   # rank 0's is fine
+    with pytest.raises(CheckpointError, match="shard of rank 1 of 2"):                      # also read cold
+        ds.read_for_rank(tmp_path, rec, 2, 1, lambda shape, like: np.empty(shape, like.dtype), cold=True)
 
 
 def test_prune_keeps_the_newest_globals_and_deletes_records_first(tmp_path):

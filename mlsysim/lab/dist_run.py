@@ -1,15 +1,34 @@
-"""Drive the distributed lab from Python: launch ``torchrun``, kill ranks, resume, reshard, compare.
+"""Drive the distributed lab from Python: launch ``torchrun`` agents, kill ranks or nodes, resume, reshard.
 
-No PyTorch import here (the workers import it): :func:`run_distributed` starts
-``python -m torch.distributed.run`` (torchrun) with a c10d rendezvous on ``127.0.0.1`` at a
-free port, reads the JSON lines of :mod:`mlsysim.lab.dist_worker`, SIGKILLs the rank that
-paused at a named point (or a random rank at a random time), lets ``--max-restarts`` restart
-the group, and compares every loss after the resume with an uninterrupted run's. Every
-process it starts is killed by its pid before it returns, whatever happens.
+No PyTorch import here (the workers import it): :func:`run_distributed` starts one
+``python -m torch.distributed.run`` (torchrun) agent per node, with a c10d rendezvous on
+``127.0.0.1`` at a free port, reads the JSON lines of :mod:`mlsysim.lab.dist_worker`, SIGKILLs
+the rank that paused at a named point (or a random rank at a random time), or a whole node,
+lets ``--max-restarts`` restart the group, and compares every loss after the resume with an
+uninterrupted run's. Every process it starts is killed by its pid before it returns, whatever
+happens, and the memory tiers it created are removed.
+
+**Two nodes on one machine.** Each node is a torchrun agent with ``--nnodes 2`` (or ``1:2``,
+elastic) and its own memory tier, ``<root>/<node>/`` under ``/dev/shm``; the node's name is
+the ``MLSYSIM_NODE`` this driver sets for its agent (``node-0``, ``node-1``, a replacement
+``node-2`` ...), never the group rank the rendezvous hands out. ``node-0`` hosts the
+rendezvous' store (``is_host``; losing it would end the job, as losing the store's host does on
+real machines), so the node lost is always another. Losing a node: its first rank pauses at the
+planned point, then the agent is stopped (SIGSTOP, so that it starts nothing), every worker it
+spawned is SIGKILLed (torchrun starts each in a session of its own, so the agent's process group
+does not hold them), then the agent's process group; its memory tier is erased and, unless the
+job is elastic, a replacement agent with an empty memory tier joins. The rendezvous' timeouts
+(:data:`RDZV_CONF`) are set so that each recovery takes seconds: a dead node is declared after
+``keep_alive_interval`` x ``keep_alive_max_attempt`` = 2 s without heartbeat, and an elastic
+round closes ``last_call_timeout`` = 3 s after its smallest size is reached. Every agent runs
+with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: the workers' store is then made anew for every
+round by its rank 0 (a surviving agent would otherwise keep the address of the first round's
+store, and a replacement would wait for one that is never announced).
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import select
@@ -20,13 +39,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import MlsysimError
-from . import dist_store
+from . import dist_store, dist_tiers
 
+ENGINES = ("sync", "concurrent", "dcp", "dcp-async")
+MODES = ("fsdp", "ddp")
+KILLS = ("rank", "random", "node")
 KILL_POINTS = ("step", "snapshot", "persist", "shard")   # mid-step, mid-snapshot, mid-persist, before the global commit
+#: c10d rendezvous settings (``--rdzv-conf``): seconds, except the attempts.
+RDZV_CONF = (("join_timeout", 60), ("last_call_timeout", 3), ("close_timeout", 5), ("keep_alive_interval", 1),
+             ("keep_alive_max_attempt", 2))
 
 
 class LaunchError(MlsysimError):
@@ -52,6 +77,12 @@ def check_world(nproc: int, batch: int = 8) -> None:
                            f"(use a divisor of {batch})")
 
 
+def check_nodes(nodes) -> None:
+    """Torchrun agents on this machine: 1 or 2."""
+    if type(nodes) is not int or nodes not in (1, 2):
+        raise MlsysimError(f"nodes must be 1 or 2 (torchrun agents on this machine), got {nodes!r}")
+
+
 def has_torch() -> bool:
     import importlib.util
     try:
@@ -60,111 +91,41 @@ def has_torch() -> bool:
         return False
 
 
-@dataclass
-class Attempt:
-    """What one torchrun launch printed: every JSON event, the pids seen, the exit status."""
-
-    events: list = field(default_factory=list)
-    pids: set = field(default_factory=set)
-    killed: list = field(default_factory=list)    # (attempt, point or "random", step, rank)
-    status: int | None = None
-    stderr: str = ""
-
-
-def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "sync", mode: str = "fsdp",
-           pause: list | None = None, random_kills: int = 0, stop_after: int | None = None,
-           checksums: bool = False, keep: int = 2, timeout_s: float = 180.0, seed: int = 0) -> Attempt:
-    """One ``torchrun --nproc-per-node nproc`` job, restarted up to once per planned kill.
-
-    ``random_kills``: the first attempts, in each of which a random rank is SIGKILLed at a random
-    time, 0 to 0.15 s after the attempt's first loss (unless the attempt finished first).
-    ``pause``: then one ``POINT@STEP:RANK`` (or ``None``) per attempt; the paused rank is SIGKILLed.
-    """
-    if not has_torch():
-        raise LaunchError("the distributed lab needs PyTorch, the optional extra: pip install -e '.[torch]'")
-    pause = list(pause or [])
-    restarts = len(pause) + random_kills
-    rng = random.Random(seed)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
-           "--max-restarts", str(restarts), "--rdzv-backend", "c10d",
-           "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", f"mlsysim-{os.getpid()}-{time.time_ns()}",
-           "--monitor-interval", "0.2",
-           "-m", "mlsysim.lab.dist_worker", "--dir", str(directory), "--steps", str(steps), "--every", str(every),
-           "--engine", engine, "--mode", mode, "--keep", str(keep), "--seed", str(seed)]
-    if pause:
-        cmd += ["--pause", ",".join(["-"] * random_kills + [p or "-" for p in pause])]
-    if stop_after is not None:
-        cmd += ["--stop-after", str(stop_after)]
-    if checksums:
-        cmd.append("--checksums")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TORCHELASTIC_ERROR_FILE": "",
-           "LOGLEVEL": "ERROR"}
-    err = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True)
-    out = Attempt()
-    attempt, kill_at, buf = 0, None, b""
-    deadline = time.monotonic() + timeout_s
+# --- processes ---------------------------------------------------------------------------------------
+def _state(pid: int) -> str | None:
+    """The process' state letter (``R``, ``S``, ``T``, ``Z`` ...), or None if there is none."""
     try:
-        fd = proc.stdout.fileno()
-        while True:
-            now = time.monotonic()
-            if now > deadline:
-                raise LaunchError(f"the {nproc}-rank job did not finish within {timeout_s:.0f} s")
-            if kill_at is not None and now >= kill_at[0]:
-                _, pid, r = kill_at
-                kill_at = None
-                if not any("done" in e for e in out.events):
-                    _kill(pid)
-                    out.killed.append((attempt, "random", None, r))
-            wait = min(deadline, kill_at[0] if kill_at else deadline) - now
-            ready = select.select([fd], [], [], max(0.0, min(wait, 1.0)))[0]
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(ev, dict):
-                    continue
-                out.events.append(ev)
-                if "start" in ev:
-                    attempt = ev["start"]
-                    out.pids.add(ev["pid"])
-                    out.events[-1] = {**ev}
-                if "paused" in ev:
-                    _kill(ev["pid"])
-                    out.killed.append((attempt, ev["paused"], ev["step"], ev["rank"]))
-                if ("step" in ev and "loss" in ev and kill_at is None and attempt < random_kills
-                        and not any(k[0] == attempt for k in out.killed)):
-                    victims = sorted(e["pid"] for e in out.events if e.get("start") == attempt)
-                    r = rng.randrange(len(victims))
-                    kill_at = (time.monotonic() + rng.uniform(0.0, 0.15), victims[r], r)
-        out.status = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        for pid in out.pids:
-            _kill(pid)
-        if proc.poll() is None:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        pass
+    try:
+        os.kill(pid, 0)          # no /proc: alive or a zombie, as far as we can tell
+        return "?"
+    except OSError:
+        return None
+
+
+def running(pid: int) -> bool:
+    """True while process ``pid`` exists and is not a zombie."""
+    return _state(pid) not in (None, "Z", "X")
+
+
+def _children(pid: int) -> set:
+    """The processes whose parent is ``pid`` (Linux's ``/proc``; empty elsewhere)."""
+    out = set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for e in entries:
+        if e.isdigit():
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
+                with open(f"/proc/{e}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.add(int(e))
+            except (OSError, IndexError, ValueError):
                 pass
-            proc.wait(timeout=30)
-        proc.stdout.close()
-        err.seek(0)
-        out.stderr = err.read().decode(errors="replace")
-        err.close()
-    if out.status != 0:
-        tail = [ln for ln in out.stderr.splitlines() if "Error" in ln or "error:" in ln]
-        raise LaunchError(f"the {nproc}-rank job failed (exit status {out.status})"
-                          + (f": {tail[-1].strip()}" if tail else ""))
     return out
 
 
@@ -173,6 +134,296 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
+
+
+def _kill_session(pid: int) -> None:
+    """SIGKILL ``pid`` and its process group (a torchrun worker leads a session of its own)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    _kill(pid)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def ours(pid: int, marker: str) -> bool:
+    """Process ``pid`` is alive and its command line holds ``marker`` (the run's directory): a pid
+    seen earlier may have been reused by another process since, which must not be signalled. Where
+    there is no ``/proc``, alive is all we can tell."""
+    if not running(pid):
+        return False
+    return not os.path.isdir("/proc") or marker in _cmdline(pid)
+
+
+def _wait_gone(pids, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while any(running(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@dataclass(frozen=True)
+class NodeLoss:
+    """A node lost at ``point`` of ``step`` (``memory``: once memory checkpoint ``step`` is complete
+    on every node; or another point of :mod:`mlsysim.lab.dist_worker`): its first rank pauses
+    there, then the driver SIGKILLs its agent and every worker and erases its memory tier.
+    ``memory_too``: the other nodes' workers are SIGKILLed as well and their memory tiers erased
+    (both copies of the lost node's shards gone, the job must read durable storage)."""
+
+    step: int
+    point: str = "memory"
+    memory_too: bool = False
+
+
+@dataclass
+class Attempt:
+    """What one job printed: every JSON event, the pids seen (workers and agents), the kills, the
+    exit status, the agents' stderr, the nodes started and where their memory tiers were."""
+
+    events: list = field(default_factory=list)
+    pids: set = field(default_factory=set)
+    killed: list = field(default_factory=list)    # (attempt, point or "random" or "node", step, rank or node)
+    status: int | None = None
+    stderr: str = ""
+    nodes: list = field(default_factory=list)
+    memory_root: str | None = None
+    times: list = field(default_factory=list)     # when each event arrived (time.monotonic(), s)
+    kill_times: list = field(default_factory=list)
+
+    def downtimes(self) -> list:
+        """Seconds from each kill until the job had resumed (rank 0's resume event of the next attempt)."""
+        resumed = [t for e, t in zip(self.events, self.times) if "resumed_from" in e][1:]
+        return [r - k for k, r in zip(self.kill_times, resumed)]
+
+
+class _Agent:
+    """One torchrun agent (a node): its process, stderr file, stdout pipe and unread bytes."""
+
+    def __init__(self, name: str, cmd: list, env: dict, marker: str):
+        self.name, self.marker = name, marker
+        self.err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.err, env=env, start_new_session=True)
+        self.fd: int | None = self.proc.stdout.fileno()
+        self.buf = b""
+        self.workers: set = set()
+        self.lost = False
+
+    def read(self) -> list:
+        """The JSON objects of the complete lines now readable (EOF closes the pipe)."""
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            self.close_pipe()
+            return []
+        self.buf += chunk
+        out = []
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(ev, dict):
+                out.append(ev)
+        return out
+
+    def close_pipe(self) -> None:
+        if self.fd is not None:
+            self.proc.stdout.close()
+            self.fd = None
+
+    def kill(self) -> None:
+        """Stop the agent (it starts nothing more), SIGKILL every worker it spawned, then its group.
+        Only processes of this run are signalled: the agent while it is not reaped, its children,
+        and the workers it reported whose command line still names the run."""
+        alive = self.proc.poll() is None
+        if alive:
+            os.kill(self.proc.pid, signal.SIGSTOP)
+        victims = (_children(self.proc.pid) if alive else set()) | {p for p in self.workers if ours(p, self.marker)}
+        for pid in victims:
+            _kill_session(pid)
+        if alive:
+            _kill_session(self.proc.pid)
+        self.proc.wait(timeout=30)
+        _wait_gone(victims)
+
+    def stderr(self) -> str:
+        self.err.seek(0)
+        text = self.err.read().decode(errors="replace")
+        self.err.close()
+        return text
+
+
+def _worker_args(directory, steps, every, engine, mode, keep, seed, stop_after, checksums, persist_every,
+                 d_model, layers, memory_root, pause, node_pause) -> list:
+    args = ["--dir", str(directory), "--steps", str(steps), "--every", str(every), "--engine", engine,
+            "--mode", mode, "--keep", str(keep), "--seed", str(seed), "--persist-every", str(persist_every),
+            "--d-model", str(d_model), "--layers", str(layers)]
+    if memory_root is not None:
+        args += ["--memory-root", str(memory_root)]
+    if pause:
+        args += ["--pause", pause]
+    if node_pause:
+        args += ["--node-pause", node_pause]
+    if stop_after is not None:
+        args += ["--stop-after", str(stop_after)]
+    if checksums:
+        args.append("--checksums")
+    return args
+
+
+def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "sync", mode: str = "fsdp",
+           pause: list | None = None, random_kills: int = 0, stop_after: int | None = None,
+           checksums: bool = False, keep: int = 2, timeout_s: float = 180.0, seed: int = 0, *, nodes: int = 1,
+           node_losses=(), replace: bool = True, memory: bool = False, memory_root=None, persist_every: int = 1,
+           d_model: int = 32, layers: int = 2) -> Attempt:
+    """One job of ``nodes`` torchrun agents with ``nproc`` ranks each, restarted up to once per planned kill.
+
+    ``random_kills``: the first attempts, in each of which a random rank is SIGKILLed at a random
+    time, 0 to 0.15 s after the attempt's first loss (unless the attempt finished first).
+    ``pause``: then one ``POINT@STEP:RANK`` (or ``None``) per attempt; the paused rank is SIGKILLed.
+    ``node_losses``: :class:`NodeLoss` es, of ``node-1``, then of its replacement ``node-2`` ...;
+    ``replace=False``: no replacement joins and the job continues on the nodes left (``--nnodes
+    1:nodes``; one loss at most). ``memory``: the memory and peer-memory tiers, under
+    ``memory_root`` (made and removed here; default: a new directory under ``/dev/shm``).
+    """
+    if not has_torch():
+        raise LaunchError("the distributed lab needs PyTorch, the optional extra: pip install -e '.[torch]'")
+    check_nodes(nodes)
+    node_losses = list(node_losses)
+    if node_losses and nodes < 2:
+        raise MlsysimError("losing a node needs nodes=2: its shards come back from its peer's memory")
+    if node_losses and not replace and len(node_losses) > 1:
+        raise MlsysimError(f"without a replacement the job runs on one node after the first loss; "
+                           f"got {len(node_losses)} node losses")
+    if memory_root is not None and Path(memory_root).exists():
+        raise MlsysimError(f"{memory_root} exists; the memory tiers need a new directory")
+    pause = list(pause or [])
+    restarts = len(pause) + random_kills + len(node_losses) + (1 if not replace else 0)
+    rng = random.Random(seed)
+    root = None
+    if memory:
+        root = Path(memory_root) if memory_root is not None else dist_tiers.make_memory_root()
+        root.mkdir(parents=True, exist_ok=True)
+    victims = {f"node-{1 + i}": loss for i, loss in enumerate(node_losses)}
+    args = _worker_args(directory, steps, every, engine, mode, keep, seed, stop_after, checksums, persist_every,
+                        d_model, layers, root,
+                        ",".join(["-"] * random_kills + [p or "-" for p in pause]) if pause else "",
+                        ",".join(f"{n}={v.point}@{v.step}" for n, v in victims.items()))
+    port, run_id = free_port(), f"mlsysim-{os.getpid()}-{time.time_ns()}"
+    marker = f"--dir {directory} "          # in every agent's and worker's command line
+    conf = ",".join(f"{k}={v}" for k, v in RDZV_CONF)
+    nnodes = f"1:{nodes}" if node_losses and not replace else str(nodes)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TORCHELASTIC_ERROR_FILE": "",
+           "LOGLEVEL": "ERROR", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+    def start(name: str) -> _Agent:
+        host = "true" if name == "node-0" else "false"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", nnodes, "--nproc-per-node", str(nproc),
+               "--max-restarts", str(restarts), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+               "--rdzv-id", run_id, "--rdzv-conf", f"{conf},is_host={host}", "--local-addr", "127.0.0.1",
+               "--monitor-interval", "0.2", "-m", "mlsysim.lab.dist_worker", *args]
+        agent = _Agent(name, cmd, {**env, dist_tiers.NODE_ENV: name}, marker)
+        agents[name] = agent
+        out.nodes.append(name)
+        out.nodes.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
+        out.pids.add(agent.proc.pid)
+        return agent
+
+    def lose(name: str, loss: NodeLoss, step: int) -> None:
+        t_kill = time.monotonic()
+        agents[name].kill()
+        agents[name].lost = True
+        if root is not None:
+            shutil.rmtree(dist_tiers.node_dir(root, name), ignore_errors=True)
+        if loss.memory_too:
+            for other in [a for a in agents.values() if not a.lost]:
+                alive = [p for p in other.workers if ours(p, marker)]
+                for pid in alive:
+                    _kill_session(pid)
+                if not _wait_gone(alive):
+                    raise LaunchError(f"the workers of {other.name} did not end within 30 s of SIGKILL")
+                if root is not None:
+                    shutil.rmtree(dist_tiers.node_dir(root, other.name), ignore_errors=True)
+        out.killed.append((attempt, "node", step, name))
+        out.kill_times.append(t_kill)
+        if replace:
+            start(f"node-{len(out.nodes)}")                       # node-2, node-3, ...
+
+    agents: dict = {}
+    out = Attempt(memory_root=None if root is None else str(root))
+    attempt, kill_at = 0, None
+    deadline = time.monotonic() + timeout_s
+    what = f"the {nodes}-node job of {nproc} ranks each" if nodes > 1 else f"the {nproc}-rank job"
+    try:
+        # an elastic round closes last_call_timeout after its first node joins: the other agents start
+        # first and wait for node-0's store, so that they all join within it
+        for i in (list(range(1, nodes)) + [0]) if nnodes.startswith("1:") else range(nodes):
+            start(f"node-{i}")
+        while True:
+            now = time.monotonic()
+            if now > deadline:
+                raise LaunchError(f"{what} did not finish within {timeout_s:.0f} s")
+            if kill_at is not None and now >= kill_at[0]:
+                _, pid, r = kill_at
+                kill_at = None
+                if not any("done" in e for e in out.events) and ours(pid, marker):
+                    _kill(pid)
+                    out.killed.append((attempt, "random", None, r))
+                    out.kill_times.append(time.monotonic())
+            fds = {a.fd: a for a in agents.values() if a.fd is not None}
+            if not fds:
+                break
+            wait = min(deadline, kill_at[0] if kill_at else deadline) - now
+            ready = select.select(list(fds), [], [], max(0.0, min(wait, 1.0)))[0]
+            for fd in ready:
+                agent = fds[fd]
+                for ev in agent.read():
+                    out.events.append(ev)
+                    out.times.append(time.monotonic())
+                    if "start" in ev:
+                        attempt = max(attempt, ev["start"])
+                        out.pids.add(ev["pid"])
+                        agent.workers.add(ev["pid"])
+                    if "paused" in ev:
+                        node = ev.get("node")
+                        loss = victims.get(node)
+                        if loss is not None and (ev["paused"], ev["step"]) == (loss.point, loss.step) \
+                                and not agents[node].lost:
+                            lose(node, loss, ev["step"])
+                        else:
+                            if ours(ev["pid"], marker):
+                                _kill(ev["pid"])
+                            out.killed.append((attempt, ev["paused"], ev["step"], ev["rank"]))
+                            out.kill_times.append(time.monotonic())
+                    if ("step" in ev and "loss" in ev and kill_at is None and attempt < random_kills
+                            and not any(k[0] == attempt for k in out.killed)):
+                        pids = sorted(e["pid"] for e in out.events if e.get("start") == attempt)
+                        r = rng.randrange(len(pids))
+                        kill_at = (time.monotonic() + rng.uniform(0.0, 0.15), pids[r], r)
+        statuses = [a.proc.wait(timeout=max(1.0, deadline - time.monotonic())) for a in agents.values()
+                    if not a.lost]
+        out.status = next((s for s in statuses if s != 0), 0)
+    finally:
+        for a in agents.values():
+            if a.proc.poll() is None or any(ours(p, marker) for p in a.workers):
+                a.kill()
+            a.close_pipe()
+        out.stderr = "".join(a.stderr() for a in agents.values())
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+    if out.status != 0:
+        tail = [ln for ln in out.stderr.splitlines() if "Error" in ln or "error:" in ln]
+        raise LaunchError(f"{what} failed (exit status {out.status})" + (f": {tail[-1].strip()}" if tail else ""))
+    return out
 
 
 # --- reading events ---------------------------------------------------------------------------------
@@ -186,18 +437,52 @@ def resumes(events) -> list:
     return [e["resumed_from"] for e in events if "resumed_from" in e]
 
 
+def recoveries(events) -> list:
+    """Rank 0's resume event of every attempt: step, source, bytes per rank and tier, seconds."""
+    return [e for e in events if "resumed_from" in e]
+
+
+def node_loss_steps(steps: int, every: int, replace: bool = True) -> tuple:
+    """The checkpoints at which ``run_distributed(kill="node")`` loses a node: with a replacement, the
+    middle checkpoint before the last step (recovered from peer memory) and the last one before it
+    (recovered from storage, both memory copies lost); elastic, the middle one only.
+
+    >>> node_loss_steps(8, 2), node_loss_steps(8, 2, replace=False), node_loss_steps(12, 2)
+    ((4, 6), (4,), (6, 10))
+    """
+    ckpts = list(range(every, steps, every))          # checkpoints before the last step
+    need = 2 if replace else 1
+    if len(ckpts) < need:
+        raise MlsysimError(f"kill='node' needs {need} checkpoint(s) before the last step: steps must exceed "
+                           f"{need} x every = {need * every}, got steps={steps}, every={every}")
+    mid = ckpts[(len(ckpts) - 1) // 2]
+    return (mid, ckpts[-1]) if replace else (mid,)
+
+
 # --- the entry point --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DistributedRun:
     """Result of :func:`run_distributed`. Times in seconds, bytes in bytes.
 
-    ``resumed_from``: the global checkpoint each restart resumed from; ``resumed_exactly``:
-    every loss after each resume equals the uninterrupted run's bit for bit (None without a
-    kill); ``reshard_equal``: after loading at ``reshard_to`` ranks every full (gathered)
-    tensor's CRC-32 equals the saved one's; ``reshard_loss_max_abs``: the largest difference
-    between the resharded run's losses and the uninterrupted run's at ``world_size`` ranks
-    (reduction order only); ``stall_s``, ``durable_s``: medians over the uninterrupted run's
-    checkpoints; ``bytes_read_per_rank``: what each rank read in the last resume."""
+    ``world_size`` = ranks per node x ``nodes``. ``resumed_from``: the checkpoint each restart
+    resumed from, ``sources``: from which tier (``"memory"``, ``"peer-memory"``, ``"storage"``,
+    None from scratch); ``resumed_exactly``: every loss after each resume equals the uninterrupted
+    run's bit for bit (None without a kill, or when the world size changed); ``reshard_equal``:
+    after loading at ``reshard_to`` ranks every full (gathered) tensor's CRC-32 equals the saved
+    one's; ``reshard_loss_max_abs``: the largest difference between the losses at ``reshard_to``
+    ranks and the uninterrupted run's (reduction order only); ``stall_s``, ``durable_s``,
+    ``memory_stall_s``, ``memory_s``: medians over the uninterrupted run's checkpoints (the durable
+    engine's stall and seconds until durable; the memory tier's stall and seconds until the
+    checkpoint is in memory on every node, replica included); ``bytes_read_per_rank``: what each rank read
+    in the last resume. For the first recovery: ``recovered_from`` (its tier), ``recovery_s`` (the
+    slowest rank's seconds from the start of loading to training resumed),
+    ``storage_bytes_read_per_rank`` (from the durable tier only) and ``peer_bytes_per_rank``
+    (received from another node); ``recovery_storage_s``: the same job's recovery from durable
+    storage after a node loss that took both memory copies. ``downtime_s``: for each kill, the
+    seconds until the job had resumed, as the driver saw them (detection, rendezvous, new processes
+    and the recovery itself). ``reference_losses``: the
+    uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``: what
+    :mod:`mlsysim.lab.dist_predict` predicts for this job on this machine (with ``predict=True``)."""
 
     engine: str
     mode: str
@@ -213,10 +498,43 @@ class DistributedRun:
     durable_s: float
     bytes_read_per_rank: tuple
     wall_s: float
+    nodes: int = 1
+    every: int = 2
+    persist_every: int = 1
+    seed: int = 0
+    d_model: int = 32
+    layers: int = 2
+    reference_losses: tuple = ()
+    sources: tuple = ()
+    recovered_from: str | None = None
+    recovery_s: float | None = None
+    storage_bytes_read_per_rank: tuple = ()
+    peer_bytes_per_rank: tuple = ()
+    recovery_storage_s: float | None = None
+    downtime_s: tuple = ()
+    memory_s: float | None = None
+    memory_stall_s: float | None = None
+    memory_root: str | None = None
+    prediction: dict | None = None
 
     def __str__(self) -> str:
-        rows = [(k, getattr(self, k)) for k in self.__dataclass_fields__]
-        return "\n".join(f"{k:22s} {v}" for k, v in rows)
+        rows = [(k, getattr(self, k)) for k in self.__dataclass_fields__ if k != "prediction"]
+        text = "\n".join(f"{k:28s} {v}" for k, v in rows)
+        if self.prediction:
+            text += "\n" + "\n".join(f"{'predicted ' + k:28s} {v}" for k, v in self.prediction.items())
+        return text
+
+    def to_dict(self) -> dict:
+        """Every field, JSON-able: tuples as lists, NaN as None."""
+        def clean(v):
+            if isinstance(v, float) and math.isnan(v):
+                return None
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items()}
+            return v
+        return {k: clean(v) for k, v in asdict(self).items()}
 
 
 def _median(xs) -> float:
@@ -224,62 +542,176 @@ def _median(xs) -> float:
     return xs[len(xs) // 2] if xs else float("nan")
 
 
+def _check_kill(kill, nodes: int, engine: str, replace: bool) -> None:
+    if kill is not None and not isinstance(kill, (list, tuple)) and kill not in KILLS:
+        raise MlsysimError(f"kill must be one of {', '.join(KILLS)}, a list of POINT@STEP:RANK or None, got {kill!r}")
+    if kill == "node" and nodes != 2:
+        raise MlsysimError("kill='node' needs nodes=2: the lost node's shards come back from its peer's memory")
+    if kill == "node" and engine not in ("sync", "concurrent"):
+        raise MlsysimError(f"kill='node' needs this package's engines (sync, concurrent) and their memory tiers, "
+                           f"got engine={engine!r}")
+    if not replace and kill != "node":
+        raise MlsysimError("replace=False (continue on the nodes left) applies to kill='node' only")
+
+
 def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsdp", kill=None,
                     reshard_to: int | None = None, directory=None, steps: int = 8, every: int = 2,
-                    seed: int = 0) -> DistributedRun:
-    """Run the distributed lab: an uninterrupted ``nproc``-rank run; with ``kill`` (``"rank"``: one
-    kill at each of :data:`KILL_POINTS` in turn, ``"random"``: one at a random time, or a list of
-    ``POINT@STEP:RANK``) the same run killed and restarted by torchrun, compared with it bit for
-    bit; with ``reshard_to`` a run stopped halfway and continued at ``reshard_to`` ranks.
-    ``directory``: where the runs write (default: a temporary one, removed afterwards)."""
-    check_world(nproc)
+                    seed: int = 0, nodes: int = 1, persist_every: int = 1, replace: bool = True,
+                    memory: bool = True, d_model: int = 32, layers: int = 2, predict: bool = False,
+                    reference: DistributedRun | None = None, timeout_s: float = 300.0) -> DistributedRun:
+    """Run the distributed lab: an uninterrupted job of ``nodes`` x ``nproc`` ranks; with ``kill``
+    the same job killed and restarted by torchrun, compared with it bit for bit:
+
+    * ``"rank"``: one rank killed at each of :data:`KILL_POINTS` in turn; ``"random"``: one at a
+      random time; a list of ``POINT@STEP:RANK``: those;
+    * ``"node"`` (``nodes=2``): node 1 lost at the checkpoints of :func:`node_loss_steps` (its
+      agent and workers SIGKILLed, its memory tier erased), a replacement joins, and the job
+      recovers the lost shards from the peer replica on the survivor without reading durable
+      storage; then the replacement is lost with the survivor's memory too, and the job recovers
+      from durable storage (``recovery_storage_s``). ``replace=False``: no replacement; the job
+      continues alone on the surviving node at half the world size (``reshard_to``), from its own
+      shards and the peer replica.
+
+    With ``reshard_to`` (and no kill) a run stopped halfway and continued at ``reshard_to`` ranks
+    on one node. ``memory``: the memory and peer-memory tiers (this package's engines); every
+    ``persist_every``-th checkpoint also goes to durable storage. ``predict``: measure this
+    machine and add :mod:`mlsysim.lab.dist_predict`'s prediction for the job. ``reference``: the
+    result of an earlier call for the same job (engine, mode, nodes, ranks, steps, checkpoints,
+    seed, model), whose uninterrupted run is reused instead of launched again. ``directory``: where
+    the runs write (default: a temporary one, removed afterwards)."""
+    check_nodes(nodes)
+    check_world(nproc * nodes)
     if reshard_to is not None:
         check_world(reshard_to)
+    for k, v in (("steps", steps), ("every", every), ("persist_every", persist_every)):
+        if type(v) is not int or v < 1:
+            raise MlsysimError(f"{k} must be a positive integer, got {v!r}")
+    _check_kill(kill, nodes, engine, replace)
+    if engine not in ENGINES:
+        raise MlsysimError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if mode not in MODES:
+        raise MlsysimError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if reshard_to is not None and kill == "node" and not replace:
+        raise MlsysimError("reshard_to and kill='node' with replace=False both change the world size; choose one")
+    if reference is not None:
+        _check_reference(reference, engine=engine, mode=mode, nodes=nodes, world_size=nproc * nodes, steps=steps,
+                         every=every, persist_every=persist_every, seed=seed, d_model=d_model, layers=layers)
+    loss_steps = node_loss_steps(steps, every, replace) if kill == "node" else ()
     t0 = time.perf_counter()
     own_tmp = directory is None
     base = Path(tempfile.mkdtemp(prefix="mlsysim-dist-")) if own_tmp else Path(directory)
+    memory = memory and engine in ("sync", "concurrent")
+    root = dist_tiers.make_memory_root() if memory else None
     try:
         for sub in ("reference", "killed", "reshard"):
             d = base / sub
             if d.exists() and any(d.iterdir()) and not (d / dist_store.RUN_FILE).exists():
                 raise MlsysimError(f"{d} holds files this lab did not write; use another directory")
-        kw = {"every": every, "engine": engine, "mode": mode, "seed": seed}
-        ref = launch(base / "reference", nproc, steps, **kw)
-        reference = losses(ref.events)
-        done = [e for e in ref.events if "done" in e][-1]
-        durable = [e["durable_s"] for e in ref.events if "commit" in e]
-        kills, resumed, exact, nbytes = (), (), None, ()
+        kw = {"every": every, "engine": engine, "mode": mode, "seed": seed, "persist_every": persist_every,
+              "d_model": d_model, "layers": layers, "memory": memory, "timeout_s": timeout_s}
+        if reference is None:
+            ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=None if root is None
+                         else root / "reference", **kw)
+            ref_losses = losses(ref.events)
+            done = [e for e in ref.events if "done" in e][-1]
+            stall, durable = _median(done["stall_s"]), _median([e["durable_s"] for e in ref.events if "commit" in e])
+            memory_s = _median(done.get("memory_s") or []) if memory else None
+            memory_stall = _median(done.get("memory_stall_s") or []) if memory else None
+            ref_events = ref.events
+        else:
+            ref_losses = dict(enumerate(reference.reference_losses, start=1))
+            stall, durable, ref_events = reference.stall_s, reference.durable_s, None
+            memory_s, memory_stall = reference.memory_s, reference.memory_stall_s
+        kills, resumed, exact, nbytes, found, downtime = (), (), None, (), [], ()
+        equal, diff, to = None, None, reshard_to
         if kill is not None:
-            if kill == "rank":
-                plan = [f"{p}@{3 + i}:{(i + 1) % nproc}" if p == "step" else f"{p}@{2 * (i + 1)}:{(i + 1) % nproc}"
-                        for i, p in enumerate(KILL_POINTS)]
-                plan, random_kills = plan, 0
-            elif kill == "random":
-                plan, random_kills = [], 1
-            else:
-                plan, random_kills = list(kill), 0
-            run = launch(base / "killed", nproc, steps, pause=plan, random_kills=random_kills, **kw)
+            plan, random_kills, node_losses = _kill_plan(kill, nproc * nodes, loss_steps, replace)
+            run = launch(base / "killed", nproc, steps, pause=plan, random_kills=random_kills, nodes=nodes,
+                         node_losses=node_losses, replace=replace, checksums=kill == "node",
+                         memory_root=None if root is None else root / "killed", **kw)
+            ref_events = ref_events or run.events
             after = losses(run.events)
-            kills = tuple(run.killed)
-            resumed = tuple(resumes(run.events)[1:])
-            exact = sorted(after) == sorted(reference) and all(after[s] == reference[s] for s in reference)
-            nbytes = tuple([e["bytes_read"] for e in run.events if "bytes_read" in e][-1])
-        equal, diff = None, None
+            kills, downtime = tuple(run.killed), tuple(run.downtimes())
+            found = recoveries(run.events)[1:]
+            resumed = tuple(e["resumed_from"] for e in found)
+            nbytes = tuple(recoveries(run.events)[-1]["bytes_read"])
+            if kill == "node" and not replace:
+                step = resumed[0] if resumed else None
+                to = nproc
+                cont = {s: v for s, v in after.items() if step is not None and s > step}
+                diff = max((abs(cont[s] - ref_losses[s]) for s in cont), default=None)
+                saved = [e for e in run.events if e.get("checksums") == step]
+                loaded = [e for e in run.events if e.get("loaded_checksums") == step]
+                equal = bool(saved and loaded and saved[0]["crc32"] == loaded[-1]["crc32"])
+            else:
+                exact = sorted(after) == sorted(ref_losses) and all(after[s] == ref_losses[s] for s in ref_losses)
         if reshard_to is not None:
             half = steps // 2 - (steps // 2) % every
-            first = launch(base / "reshard", nproc, steps, stop_after=half, checksums=True, **kw)
-            second = launch(base / "reshard", reshard_to, steps, checksums=True, **kw)
+            first = launch(base / "reshard", nproc, steps, nodes=nodes, stop_after=half, checksums=True,
+                           memory_root=None if root is None else root / "reshard-first", **kw)
+            second = launch(base / "reshard", reshard_to, steps, checksums=True,
+                            memory_root=None if root is None else root / "reshard-second", **kw)
             saved = [e for e in first.events if e.get("checksums") == half][-1]["crc32"]
             loaded = [e for e in second.events if "loaded_checksums" in e][-1]
             equal = loaded["loaded_checksums"] == half and loaded["crc32"] == saved
             cont = losses(second.events)
-            diff = max(abs(cont[s] - reference[s]) for s in cont)
-            nbytes = tuple([e["bytes_read"] for e in second.events if "bytes_read" in e][-1])
-        return DistributedRun(engine=engine, mode=mode, world_size=nproc, steps=steps, kills=kills,
-                              resumed_from=resumed, resumed_exactly=exact, reshard_to=reshard_to,
-                              reshard_equal=equal, reshard_loss_max_abs=diff, stall_s=_median(done["stall_s"]),
-                              durable_s=_median(durable), bytes_read_per_rank=nbytes,
-                              wall_s=time.perf_counter() - t0)
+            diff = max(abs(cont[s] - ref_losses[s]) for s in cont)
+            nbytes = tuple(recoveries(second.events)[-1]["bytes_read"])
+            ref_events = ref_events or first.events
+        first_rec = found[0] if found else None
+        storage_rec = next((e for e in found if e["source"] == "storage"), None) if kill == "node" else None
+        prediction = _predict(ref_events, nproc * nodes, mode, every, base) if predict and ref_events else None
+        return DistributedRun(
+            engine=engine, mode=mode, world_size=nproc * nodes, steps=steps, kills=kills, resumed_from=resumed,
+            resumed_exactly=exact, reshard_to=to, reshard_equal=equal, reshard_loss_max_abs=diff,
+            stall_s=stall, durable_s=durable, bytes_read_per_rank=nbytes, wall_s=time.perf_counter() - t0,
+            nodes=nodes, every=every, persist_every=persist_every, seed=seed, d_model=d_model, layers=layers,
+            reference_losses=tuple(ref_losses[s] for s in sorted(ref_losses)),
+            sources=tuple(e["source"] for e in found),
+            recovered_from=first_rec["source"] if first_rec else None,
+            recovery_s=first_rec["recovery_s"] if first_rec else None,
+            storage_bytes_read_per_rank=tuple(first_rec["storage_bytes"]) if first_rec else (),
+            peer_bytes_per_rank=tuple(first_rec["peer_bytes"]) if first_rec else (),
+            recovery_storage_s=storage_rec["recovery_s"] if storage_rec else None, downtime_s=downtime,
+            memory_s=memory_s, memory_stall_s=memory_stall, memory_root=None if root is None else str(root), prediction=prediction)
     finally:
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
         if own_tmp:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def _kill_plan(kill, world: int, loss_steps: tuple, replace: bool) -> tuple:
+    """(``POINT@STEP:RANK`` per attempt, random kills, :class:`NodeLoss` es) for ``kill``."""
+    if kill == "rank":
+        return [f"{p}@{3 + i}:{(i + 1) % world}" if p == "step" else f"{p}@{2 * (i + 1)}:{(i + 1) % world}"
+                for i, p in enumerate(KILL_POINTS)], 0, []
+    if kill == "random":
+        return [], 1, []
+    if kill == "node":
+        lost = [NodeLoss(loss_steps[0])]
+        if replace:
+            lost.append(NodeLoss(loss_steps[1], memory_too=True))
+        return [], 0, lost
+    return list(kill), 0, []
+
+
+def _check_reference(reference, **want) -> None:
+    if not isinstance(reference, DistributedRun):
+        raise MlsysimError(f"reference must be an earlier run_distributed result, got {type(reference).__name__}")
+    for k, v in want.items():
+        if getattr(reference, k) != v:
+            raise MlsysimError(f"reference is another job: its {k} is {getattr(reference, k)!r}, this one's {v!r}")
+    if len(reference.reference_losses) != want["steps"]:
+        raise MlsysimError("reference holds no uninterrupted run's losses")
+
+
+def _predict(events, world: int, mode: str, every: int, directory) -> dict:
+    """:func:`mlsysim.lab.dist_predict.predict_job` for the job's state (12 B per parameter) on this
+    machine (measured in ``directory``), checkpointed every ``every`` steps of the measured median
+    step time."""
+    from .dist_predict import measure_dist_machine, predict_job
+    params = next(e["params"] for e in events if "params" in e)
+    step_s = _median([e.get("step_s") for e in events if "loss" in e])
+    machine = measure_dist_machine(directory, size_B=16e6)
+    return asdict(predict_job(12.0 * params, world, mode, machine, interval_s=every * step_s))

@@ -17,6 +17,9 @@ piece in every dimension, its local shape and its placement (``"Shard(0)"`` or `
                                       (the format, CRC-32 and atomic commit of mlsysim.lab.store)
     global-<s>.commit                 the global commit record: every rank's shard record
 
+A node's memory tier (:mod:`mlsysim.lab.dist_tiers`) has the same layout, with the shards the
+node wrote and those it holds as replicas, and a global record that also names them.
+
 **Global commit.** Checkpoint *s* exists only once ``global-<s>.commit`` is durable, and rank 0
 writes it only after gathering the shard record of every rank, each sent after that rank's
 shard was durable (its own commit record written). A crash of any rank at any moment
@@ -169,17 +172,18 @@ def shard_record(directory, step: int, rank: int, world: int, mode: str, specs: 
             "crc32": int(commit["crc32"]), "tensors": {k: s.to_json() for k, s in specs.items()}}
 
 
-def write_global_commit(directory, step: int, records: list, run: str) -> dict:
+def write_global_commit(directory, step: int, records: list, run: str, extra: dict | None = None) -> dict:
     """Rank 0, once it holds every rank's shard record of ``step``: write the global commit
     record durably (temporary file, fsync, atomic rename, directory fsync). From then on,
-    checkpoint ``step`` exists."""
+    checkpoint ``step`` exists. ``extra``: more keys for the record (a memory tier's node and
+    the shards it holds, :func:`mlsysim.lab.dist_tiers.node_record`)."""
     records = sorted(records, key=lambda r: r["rank"])
     world = records[0]["world_size"]
     if [r["rank"] for r in records] != list(range(world)) or any(r["step"] != step for r in records):
         raise store.CheckpointError(errno.EINVAL, f"global commit {step}: shard records of ranks "
                                                   f"{[r['rank'] for r in records]} for world size {world}")
-    rec = {"format": GLOBAL_FORMAT, "run": run, "step": int(step), "world_size": world, "mesh": records[0]["mesh"],
-           "mode": records[0]["mode"], "shards": records}
+    rec = {**(extra or {}), "format": GLOBAL_FORMAT, "run": run, "step": int(step), "world_size": world,
+           "mesh": records[0]["mesh"], "mode": records[0]["mode"], "shards": records}
     store.write_durable(Path(directory) / global_name(step), [json.dumps(rec).encode()])
     return rec
 
@@ -283,6 +287,18 @@ def _needed(record: dict, world: int, rank: int) -> set:
     return need
 
 
+def _drop_cached(path: Path) -> None:
+    if hasattr(os, "posix_fadvise"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return                      # missing: the read below names it
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 @dataclass(frozen=True)
 class RankLoad:
     """What one rank read of a global checkpoint: its pieces of every tensor (by key, rows of
@@ -297,17 +313,21 @@ class RankLoad:
     bytes_read: int
 
 
-def read_for_rank(directory, record: dict, world: int, rank: int, empty) -> RankLoad:
+def read_for_rank(directory, record: dict, world: int, rank: int, empty, cold: bool = False) -> RankLoad:
     """Read and verify (size and CRC-32 against the global record) the shard files rank ``rank``
     of ``world`` needs from checkpoint ``record``, and cut its pieces from them. A shard that is
     missing, truncated or corrupt raises :class:`~mlsysim.lab.store.CheckpointError` naming it.
-    ``empty(shape, like)`` makes an output array of ``like``'s dtype and kind."""
+    ``empty(shape, like)`` makes an output array of ``like``'s dtype and kind. ``cold``: first
+    ask the kernel to drop each file's cached pages (``posix_fadvise``), so that the read comes
+    from the device, as on a machine that never held the file."""
     d = Path(directory)
     step, old_world = record["step"], record["world_size"]
     states, files, nbytes = {}, [], 0
     for o in files_for(record, world, rank):
         shard = record["shards"][o]
         path = d / shard["file"]
+        if cold:
+            _drop_cached(path)
         try:
             state, _, size = store.read_checkpoint(path.parent, step)
         except store.CheckpointError as e:

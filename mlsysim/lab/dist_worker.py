@@ -23,26 +23,57 @@ Checkpoints every ``--every`` steps with ``--engine``:
 * ``dcp`` / ``dcp-async`` — PyTorch's ``dcp.save`` / ``dcp.async_save`` of ``get_state_dict``
   (through :class:`~mlsysim.lab.torch_engines.DcpEngine`), loaded with DCP's own resharding.
 
-On start the job resumes from the newest global checkpoint that every rank verifies; one
-that a rank cannot verify is skipped by all, with a warning naming the shard.
+**Tiers** (:mod:`mlsysim.lab.dist_tiers`; with ``--memory-root`` and this package's engines).
+At every checkpoint a second engine of the same kind writes the rank's shard into its node's
+memory tier, ``<memory-root>/<node>/rank-<r>/`` (the node is ``$MLSYSIM_NODE``, set per agent):
+``concurrent`` snapshots it in the training loop and does the rest in the background. Once the
+shard is there, the rank exchanges the file with its counterpart on the next node (``isend`` /
+``irecv`` of its bytes on a third process group, the tiers' own), which writes it into its own
+node's memory tier as a replica; the ranks all-gather their shard records, each node's first
+rank writes the node's global record (the shards it wrote, those it holds as replicas) and
+prunes the node's older checkpoints, and a barrier makes the checkpoint complete on every node
+(``{"memory": s, "memory_s": x}``, x: seconds from the snapshot until then). Every
+``--persist-every``-th checkpoint also goes to durable storage as above.
 
-Output: JSON lines on stdout. Every rank prints ``{"start": attempt, "rank": r, "pid": p}``;
-rank 0 prints ``{"warning": ...}``, ``{"resumed_from": s or null, "bytes_read": [per rank]}``,
-``{"step": s, "loss": "<float.hex>"}``, ``{"commit": s, "stall_s": x, "durable_s": y}``,
-``{"checksums": s, "crc32": {key: crc}}`` (with ``--checksums``: CRC-32 of every full,
-gathered tensor at each checkpoint and after loading) and ``{"done": true, ...}``.
+**Resume.** On start every rank lists its node's memory tier and the ranks all-gather what
+each node holds. The newest memory checkpoint that the live nodes hold completely and that is
+not older than the newest durable global commit is loaded from memory: a shard missing on a
+node (a replacement joins with an empty memory tier) is first read by a rank of a node that
+holds it and sent point to point (:func:`mlsysim.lab.dist_tiers.plan_recovery`); each rank
+then reads and verifies (size, CRC-32) what it needs from its own node's memory. Else the job
+reads the newest global checkpoint of durable storage that every rank verifies (dropping the
+files' cached pages first, as on a machine that never held them), skipping one that a rank
+cannot verify with a warning naming the shard; else it starts from scratch. Any world size
+can load any checkpoint (FSDP's rows are re-cut, :func:`mlsysim.lab.dist_store.read_for_rank`).
+Bytes are counted per tier: read from durable storage, read from memory, received from a peer.
 
-``--pause POINT@STEP:RANK[,...]`` — the i-th item applies to the i-th attempt of the job
-(torchrun's restart count) and stops rank RANK (SIGSTOP, under its engine's lock) at POINT of
-step STEP, printing ``{"paused": POINT, "step": s, "rank": r, "pid": p}``, so that the driver
-can SIGKILL it exactly there: ``step`` (after the backward pass, before the update),
-``between`` (after the step and its checkpoint call), ``snapshot`` and ``persist`` (inside the
-engine), ``shard`` (the rank's shard is durable, the global commit not yet written) and
-``commit`` (after the global commit, rank 0). ``-`` skips an attempt.
+Output: JSON lines on stdout. Every rank prints ``{"start": attempt, "rank": r, "pid": p,
+"node": n}`` (attempt: the largest restart count of the ranks' agents); rank 0 prints
+``{"warning": ...}``, ``{"resumed_from": s or null, "source": "memory" | "peer-memory" |
+"storage" | null, "bytes_read": [...], "storage_bytes": [...], "memory_bytes": [...],
+"peer_bytes": [...], "recovery_s": x, ...}`` (per rank; ``recovery_s``: the slowest rank's
+seconds from the start of loading to training resumed), ``{"step": s, "loss": "<float.hex>"}``,
+``{"commit": s, "durable_s": y}``, ``{"memory": s, "memory_s": x}``, ``{"checksums": s,
+"crc32": {key: crc}}`` (with ``--checksums``: CRC-32 of every full, gathered tensor at each
+checkpoint and after loading) and ``{"done": true, ...}``.
+
+``--pause POINT@STEP:RANK[,...]`` — the i-th item applies to the i-th attempt of the job and
+stops rank RANK (SIGSTOP, under its engine's lock) at POINT of step STEP, printing
+``{"paused": POINT, "step": s, "rank": r, "pid": p, "node": n}``, so that the driver can
+SIGKILL it exactly there: ``step`` (after the backward pass, before the update), ``between``
+(after the step and its checkpoint call), ``snapshot`` and ``persist`` (inside the engine),
+``shard`` (the rank's shard is durable, the global commit not yet written), ``commit``
+(after the global commit, rank 0) and ``memory`` (the memory checkpoint is complete on every
+node). ``-`` skips an attempt. ``--node-pause NODE=POINT@STEP[,...]`` stops the first rank of
+node NODE there, whatever the attempt, so that the driver can take the whole node down there.
+Under :mod:`mlsysim.lab.dist_run` (torchrun with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``)
+rank 0 hosts a new store for the workers in every round of the rendezvous (:func:`init`); the
+agents of two nodes count their restarts apart, so the attempt is the largest count.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -58,13 +89,13 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from . import dist_store, store
+from . import dist_store, dist_tiers, store
 from .engines import make_engine
 from .runner import _say
 from .torch_train import (ResumableSampler, TinyDecoder, TorchConfig, Windows, _Schedule, deterministic,
                           rng_state, set_rng_state)
 
-POINTS = ("step", "between", "snapshot", "persist", "shard", "commit")
+POINTS = ("step", "between", "snapshot", "persist", "shard", "commit", "memory")
 MODES = ("fsdp", "ddp")
 ENGINES = ("sync", "concurrent", "dcp", "dcp-async")
 NEVER_PRUNE = 10 ** 9     # the engines keep every shard: pruning waits for the global commit
@@ -235,43 +266,245 @@ def _empty(shape, like):
     return torch.empty(shape, dtype=like.dtype)
 
 
-def resume(directory, job: Job, group) -> tuple[int | None, list]:
-    """Load the newest global checkpoint every rank verifies; returns (its step or None, bytes read per rank)."""
+def _agree(error, group) -> list:
+    """Every rank's error (None where it had none): a collective, so every rank decides alike."""
+    errors = [None] * dist.get_world_size()
+    dist.all_gather_object(errors, error, group=group)
+    return sorted({e for e in errors if e})
+
+
+def _warn(msg: str) -> None:
+    if dist.get_rank() == 0:
+        warnings.warn(msg, store.CheckpointWarning, stacklevel=3)
+        _say(warning=msg)
+
+
+def read_storage(directory, job: Job, group, cold: bool = False):
+    """Read (not yet load) the newest global checkpoint of durable storage that every rank verifies:
+    its :class:`~mlsysim.lab.dist_store.RankLoad` for this rank, or None. ``cold``: drop the files'
+    cached pages before reading them."""
     for step in reversed(dist_store.global_steps(directory)):
         error, got = None, None
         try:
             record = dist_store.read_global(directory, step)
-            got = dist_store.read_for_rank(directory, record, job.world, job.rank, _empty)
+            got = dist_store.read_for_rank(directory, record, job.world, job.rank, _empty, cold=cold)
         except store.CheckpointError as e:
             error = str(e)
-        errors = [None] * job.world
-        dist.all_gather_object(errors, error, group=group)
-        bad = sorted({e for e in errors if e})
+        bad = _agree(error, group)
         if bad:
-            if job.rank == 0:
-                msg = f"skipping global checkpoint {step}: " + "; ".join(bad)
-                warnings.warn(msg, store.CheckpointWarning, stacklevel=2)
-                _say(warning=msg)
+            _warn(f"skipping global checkpoint {step}: " + "; ".join(bad))
             continue
+        return got
+    return None
+
+
+def resume(directory, job: Job, group, cold: bool = False) -> tuple[int | None, list]:
+    """Load the newest global checkpoint of durable storage that every rank verifies; returns (its
+    step or None, bytes read per rank)."""
+    got = read_storage(directory, job, group, cold)
+    if got is None:
+        return None, [0] * job.world
+    job.load(got)
+    nbytes = [0] * job.world
+    dist.all_gather_object(nbytes, got.bytes_read, group=group)
+    return got.step, nbytes
+
+
+class MemoryTier:
+    """This rank's part of the memory and peer-memory tiers (:mod:`mlsysim.lab.dist_tiers`): its
+    node's directory, the peer that holds its replica, the rank whose replica it holds, and an
+    engine of the run's kind (``concurrent``: the snapshot in the training loop, the rest in the
+    background) that writes the shard into the node's memory and then, in :meth:`_commit`,
+    exchanges it with the peer, gathers the shard records and writes the node's record."""
+
+    def __init__(self, root, node: str, layout: tuple, group, run_id: str, mode: str, kind: str, hook):
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.node, self.layout, self.group, self.run_id, self.mode = node, layout, group, run_id, mode
+        self.dir = dist_tiers.node_dir(root, node)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.peer = dist_tiers.peer(layout, self.rank)
+        self.source = dist_tiers.replica_source(layout, self.rank)
+        ranks = dist_tiers.node_ranks(layout)[node]
+        self.lead = self.rank == ranks[0]                        # writes the node's record
+        self.own = ranks
+        self.replicas = tuple(dist_tiers.replica_source(layout, r) for r in ranks) if self.peer is not None else ()
+        self.hook = hook
+        self.transfer_s = 0.0                                    # of the last recovery
+        self.specs: dict = {}
+        self.started: dict = {}
+        self.seconds: dict = {}                                  # step -> seconds until complete on every node
+        extra = {"buffers": 2, "writers": 1} if kind == "concurrent" else {}
+        self.engine = make_engine(kind, dist_store.rank_dir(self.dir, self.rank), keep=NEVER_PRUNE,
+                                  on_commit=self._commit, **extra)
+
+    def _write(self, owner: int, step: int, data: np.ndarray) -> None:
+        d = dist_store.rank_dir(self.dir, owner)
+        d.mkdir(exist_ok=True)
+        size, crc = store.write_durable(d / store.data_name(step), [data])
+        store.commit(d, step, size, crc)
+
+    def _exchange(self, data: np.ndarray) -> np.ndarray:
+        """Send this rank's file to its peer and receive the one it holds a replica of (sizes first)."""
+        n_out, n_in = torch.tensor([data.size], dtype=torch.int64), torch.zeros(1, dtype=torch.int64)
+        for w in (dist.isend(n_out, self.peer, group=self.group), dist.irecv(n_in, self.source, group=self.group)):
+            w.wait()
+        got = torch.empty(int(n_in.item()), dtype=torch.uint8)
+        for w in (dist.isend(torch.from_numpy(data), self.peer, group=self.group),
+                  dist.irecv(got, self.source, group=self.group)):
+            w.wait()
+        return got.numpy()
+
+    def save(self, step: int, state: dict, specs: dict) -> float:
+        """Checkpoint ``step`` into the memory tiers; returns the training stall in seconds."""
+        self.specs[step], self.started[step] = specs, time.perf_counter()
+        return self.engine.save(step, state)
+
+    def _commit(self, step: int) -> None:
+        """The engine's ``on_commit``: this rank's shard is in its node's memory; replicate it, record it."""
+        if self.peer is not None:
+            path = dist_store.rank_dir(self.dir, self.rank) / store.data_name(step)
+            self._write(self.source, step, self._exchange(np.fromfile(path, dtype=np.uint8)))
+        rec = dist_store.shard_record(self.dir, step, self.rank, self.world, self.mode, self.specs.pop(step))
+        records = [None] * self.world
+        dist.all_gather_object(records, rec, group=self.group)   # every rank's files are written
+        if self.lead:
+            dist_store.write_global_commit(self.dir, step, records, self.run_id,
+                                           extra=dist_tiers.node_record(self.node, self.own, self.replicas))
+            dist_store.prune(self.dir, keep=1)
+        dist.barrier(group=self.group)                           # every node's record is written
+        self.seconds[step] = time.perf_counter() - self.started.pop(step)
+        if self.rank == 0:
+            _say(memory=step, memory_s=self.seconds[step])
+        self.hook("memory", step)
+
+    def close(self) -> list:
+        """Wait for the checkpoints in flight; returns each one's (stall, seconds until complete)."""
+        self.engine.close()
+        return [(r.stall_s, self.seconds.get(r.step)) for r in self.engine.summary()]
+
+    def _read_verified(self, record: dict, shard: int) -> tuple[np.ndarray, str | None]:
+        """Old rank ``shard``'s file of ``record`` from this node's memory, checked against the record;
+        on an error, zeros of the record's size (the receiver's check refuses them) and the error."""
+        entry = record["shards"][shard]
+        path = self.dir / entry["file"]
+        data = np.zeros(entry["size_B"], dtype=np.uint8)
+        try:
+            if path.stat().st_size != entry["size_B"]:
+                raise store.CheckpointError(errno.EIO, f"{path}: {path.stat().st_size} B, the record names "
+                                                       f"{entry['size_B']} B")
+            got, crc = store.read_with_crc(path, data)
+            if got != entry["size_B"] or crc != entry["crc32"]:
+                raise store.CheckpointError(errno.EIO, f"{path}: checksum mismatch (corrupt)")
+        except OSError as e:                        # a CheckpointError is one
+            data[:] = 0
+            return data, f"shard of rank {shard} of {record['world_size']}: {e}"
+        return data, None
+
+    def read(self, holdings: list, records: dict, storage_step: int | None):
+        """Read (not yet load) the newest memory checkpoint the live nodes hold completely, sending and
+        receiving the shards a node lacks; returns (:class:`~mlsysim.lab.dist_store.RankLoad`, source,
+        memory bytes, peer bytes), or None (then durable storage)."""
+        for step in dist_tiers.memory_candidates(holdings, storage_step):
+            record = records[step]
+            needs = [set(dist_store.files_for(record, self.world, r)) for r in range(self.world)]
+            plan = dist_tiers.plan_recovery(step, needs, self.layout, holdings)
+            mem_B = peer_B = 0
+            error, got = None, None
+            t0 = time.perf_counter()
+            for t in plan.transfers:                  # the same order on every rank: no deadlock
+                if t.src == self.rank:
+                    data, bad = self._read_verified(record, t.shard)
+                    error, mem_B = error or bad, mem_B + data.size
+                    dist.send(torch.from_numpy(data), t.dst, group=self.group)
+                elif t.dst == self.rank:
+                    data = torch.empty(record["shards"][t.shard]["size_B"], dtype=torch.uint8)
+                    dist.recv(data, t.src, group=self.group)
+                    self._write(t.shard, step, data.numpy())
+                    peer_B += data.numel()
+            try:
+                dist.barrier(group=self.group)        # every received file is written
+                self.transfer_s = time.perf_counter() - t0
+                if error is None:
+                    got = dist_store.read_for_rank(self.dir, record, self.world, self.rank, _empty)
+            except store.CheckpointError as e:
+                error = str(e)
+            bad = _agree(error, self.group)
+            if bad:
+                _warn(f"skipping memory checkpoint {step}: " + "; ".join(bad))
+                continue
+            return got, plan.source, mem_B + got.bytes_read, peer_B
+        return None
+
+
+def recover(directory, job: Job, tiers: MemoryTier | None, group) -> dict:
+    """Resume ``job``: from memory (own node, or a peer's replica), else durable storage, else
+    nothing. Returns rank 0's event: step, source, bytes per rank and tier, and the slowest rank's
+    seconds in all and by phase (``survey``: what the nodes hold; ``transfer``: the shards sent to
+    nodes that lacked them, until all are written; ``read``: reads and checks; ``load``: into the
+    model, until every rank is done)."""
+    world = job.world
+    t0 = time.perf_counter()
+    holdings, records = [], {}
+    if tiers is not None:
+        mine = dist_tiers.survey(tiers.dir) if tiers.lead else []
+        everyone = [None] * world
+        dist.all_gather_object(everyone, mine, group=group)
+        for part in everyone:
+            for h, rec in part:
+                holdings.append(h)
+                records.setdefault(h.step, rec)
+    durable = dist_store.global_steps(directory)
+    t1 = time.perf_counter()
+    found = tiers.read(holdings, records, durable[-1] if durable else None) if tiers is not None else None
+    storage_B = mem_B = peer_B = 0
+    if found is not None:
+        got, source, mem_B, peer_B = found
+    else:
+        got = read_storage(directory, job, group, cold=True)
+        source = None if got is None else "storage"
+        storage_B = 0 if got is None else got.bytes_read
+    t2 = time.perf_counter()
+    if got is not None:
         job.load(got)
-        nbytes = [0] * job.world
-        dist.all_gather_object(nbytes, got.bytes_read, group=group)
-        return step, nbytes
-    return None, [0] * job.world
+    dist.barrier(group=group)
+    t3 = time.perf_counter()
+    per = [None] * world
+    transfer = tiers.transfer_s if found is not None else 0.0
+    dist.all_gather_object(per, (storage_B, mem_B, peer_B, t3 - t0, t1 - t0, transfer, t2 - t1 - transfer, t3 - t2),
+                           group=group)
+    return {"resumed_from": None if got is None else got.step, "source": source,
+            "bytes_read": [p[0] + p[1] for p in per], "storage_bytes": [p[0] for p in per],
+            "memory_bytes": [p[1] for p in per], "peer_bytes": [p[2] for p in per],
+            "recovery_s": max(p[3] for p in per),
+            "phases_s": {k: max(p[i] for p in per) for i, k in enumerate(("survey", "transfer", "read", "load"),
+                                                                          start=4)}}
 
 
 def init(attempt: int, timeout: timedelta):
-    """``init_process_group("gloo")`` on the rendezvous store under a prefix of this attempt: torchrun
-    keeps its store across restarts, and a restarted group that read the previous attempt's
-    addresses of a second process group would connect to dead ranks."""
+    """``init_process_group("gloo")`` on the rendezvous' store. Where the workers share the agent's
+    store (torchrun's default on one node) it outlives restarts, so the group's keys go under a
+    prefix of the attempt (a restarted group that read the previous attempt's addresses of a
+    second process group would connect to dead ranks); where they do not, rank 0 hosts a new
+    store at a new port for every round of the rendezvous."""
     host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
     base = dist.TCPStore(host, port, world_size=world, is_master=not agent and rank == 0, timeout=timeout,
                          multi_tenant=True)
-    dist.init_process_group("gloo", store=dist.PrefixStore(f"mlsysim-attempt-{attempt}", base), rank=rank,
-                            world_size=world, timeout=timeout)
+    prefix = f"mlsysim-attempt-{attempt}" if agent else "mlsysim"
+    dist.init_process_group("gloo", store=dist.PrefixStore(prefix, base), rank=rank, world_size=world,
+                            timeout=timeout)
     return base
+
+
+def _node_pauses(text: str) -> dict:
+    """``NODE=POINT@STEP[,...]`` -> {node: (point, step)}."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        node, _, spec = item.partition("=")
+        point, _, at = spec.partition("@")
+        out[node] = (point, int(at))
+    return out
 
 
 def main(argv=None) -> int:
@@ -282,6 +515,8 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--stop-after", type=int, default=None, help="end cleanly after this step (its checkpoint done)")
     p.add_argument("--every", type=int, default=2)
+    p.add_argument("--persist-every", type=int, default=1, help="every k-th checkpoint also goes to durable storage")
+    p.add_argument("--memory-root", default=None, help="the run's memory tiers (one directory per node)")
     p.add_argument("--keep", type=int, default=2)
     p.add_argument("--batch", type=int, default=8, help="global batch (windows per step, split over the ranks)")
     p.add_argument("--d-model", type=int, default=32)
@@ -289,26 +524,33 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checksums", action="store_true")
     p.add_argument("--pause", default="")
+    p.add_argument("--node-pause", default="")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
     a = p.parse_args(argv)
-    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    _store = init(restart, timedelta(seconds=a.timeout))   # noqa: F841  (kept alive with the group)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    node = dist_tiers.node_name()
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    info = [None] * world
+    dist.all_gather_object(info, (restart, node))
+    attempt, layout = max(i[0] for i in info), tuple(i[1] for i in info)   # agents restart apart
+    _say(start=attempt, rank=rank, pid=os.getpid(), node=node)
     plan = a.pause.split(",") if a.pause else []
     point, at, who = "", -1, -1
     if attempt < len(plan) and plan[attempt] != "-":
         spec, _, who = plan[attempt].partition(":")
         point, _, at = spec.partition("@")
         at, who = int(at), int(who or 0)
-
-    _store = init(attempt, timedelta(seconds=a.timeout))   # noqa: F841  (kept alive with the group)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    _say(start=attempt, rank=rank, pid=os.getpid())
+    node_point, node_at = _node_pauses(a.node_pause).get(node, ("", -1)) if local_rank == 0 else ("", -1)
     if a.batch % world:
         if rank == 0:
             sys.stderr.write(f"error: the global batch of {a.batch} windows cannot be split evenly over "
                              f"{world} ranks\n")
         dist.destroy_process_group()
         return 2
-    group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))   # checkpoint traffic only
+    group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))   # durable checkpoints only
+    tier_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))   # memory tiers only
     cfg = lab_config(a.steps, a.batch, a.seed, a.d_model, a.layers)
     job = Job(cfg, a.mode)
     own = a.engine in ("sync", "concurrent")
@@ -322,13 +564,13 @@ def main(argv=None) -> int:
     lock_holder = [None]
 
     def hook(name: str, step: int) -> None:
-        if name == point and step == at and rank == who:
-            _say(paused=name, step=step, rank=rank, pid=os.getpid())
+        if (name == point and step == at and rank == who) or (name == node_point and step == node_at):
+            _say(paused=name, step=step, rank=rank, pid=os.getpid(), node=node)
             os.kill(os.getpid(), signal.SIGSTOP)
 
     def locked(name: str, step: int) -> None:
-        if name == point and step == at and rank == who:   # the lock only where a pause is planned
-            with lock_holder[0]:
+        if (name == point and step == at and rank == who) or (name == node_point and step == node_at):
+            with lock_holder[0]:                   # the lock only where a pause is planned
                 hook(name, step)
 
     pausing = rank == who and point in ("snapshot", "persist")   # else no engine hook: save never waits
@@ -336,6 +578,7 @@ def main(argv=None) -> int:
 
     started: dict = {}
     stalls: dict = {}
+    tiers = None
     if own:
         pending: dict = {}
 
@@ -358,7 +601,9 @@ def main(argv=None) -> int:
         engine = make_engine(a.engine, dist_store.rank_dir(a.dir, rank), keep=NEVER_PRUNE,
                              hook=engine_hook if pausing else None,
                              on_commit=on_commit, **extra)
-        resumed_from, nbytes = resume(a.dir, job, group)
+        if a.memory_root:
+            tiers = MemoryTier(a.memory_root, node, layout, tier_group, run_id, a.mode, a.engine, hook)
+        event = recover(a.dir, job, tiers, tier_group)
     else:
         from .torch_engines import DcpEngine, load_latest
 
@@ -373,6 +618,7 @@ def main(argv=None) -> int:
                                    hook=(lambda n, s: hook(n, s) if n in ("snapshot", "persist") else None)
                                    if pausing else None, on_commit=on_dcp_commit, process_group=group)
             dist.barrier()
+        t0 = time.perf_counter()
         resumed_from, nbytes = None, [0] * world
         from .torch_engines import newest_path
         if newest_path(a.engine, a.dir) is not None:
@@ -380,20 +626,27 @@ def main(argv=None) -> int:
             job.load_dcp_state(loaded.state)
             resumed_from = loaded.step
             nbytes = [loaded.size_B] * world
+        event = {"resumed_from": resumed_from, "source": None if resumed_from is None else "storage",
+                 "bytes_read": nbytes, "storage_bytes": nbytes, "memory_bytes": [0] * world,
+                 "peer_bytes": [0] * world, "recovery_s": time.perf_counter() - t0}
     lock_holder[0] = engine.lock
     if rank == 0:
-        _say(resumed_from=resumed_from, bytes_read=nbytes, world_size=world)
+        params = sum(p.numel() for p in job.model.parameters())
+        _say(**event, world_size=world, nodes=len(set(layout)), params=params)
+    resumed_from = event["resumed_from"]
     if a.checksums and resumed_from is not None:
         sums = job.checksums()
         if rank == 0:
             _say(loaded_checksums=resumed_from, crc32=sums)
     job.hook = locked
     last = a.steps if a.stop_after is None else min(a.steps, a.stop_after)
+    persist = a.every * max(1, a.persist_every)
     while job.step_count < last:
+        t_step = time.perf_counter()
         loss = job.step()
         s = job.step_count
         if rank == 0:
-            _say(step=s, loss=loss.hex())
+            _say(step=s, loss=loss.hex(), step_s=time.perf_counter() - t_step)
         if s % a.every == 0:
             if a.checksums:
                 sums = job.checksums()
@@ -401,19 +654,28 @@ def main(argv=None) -> int:
                     _say(checksums=s, crc32=sums)
             started[s] = time.perf_counter()
             if own:
-                state, pending[s] = job.shard_state()
-                stalls[s] = engine.save(s, state)
+                state, specs = job.shard_state()
+                if tiers is not None:
+                    tiers.save(s, state, specs)
+                if s % persist == 0:
+                    pending[s] = specs
+                    stalls[s] = engine.save(s, state)
             else:
                 stalls[s] = engine.save(s, job.dcp_state())
         locked("between", s)
+    memory = tiers.close() if tiers is not None else []
     engine.close()
     dist.barrier()
     if rank == 0:
-        _say(done=True, stall_s=[r.stall_s for r in engine.summary()])
+        _say(done=True, stall_s=[r.stall_s for r in engine.summary()], memory_stall_s=[m[0] for m in memory],
+             memory_s=[m[1] for m in memory])
     del stalls
     dist.destroy_process_group()
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)   # everything is durable and the group destroyed: skip torch's 1-2 s of interpreter teardown
