@@ -12,6 +12,8 @@
     mlsysim score --execute submitted/alice/           # exercises answered correctly
     mlsysim lab checkpoint --engine sync --size-mb 256 --steps 20 --every 5   # real checkpoints, timed
     mlsysim lab checkpoint --framework torch --compare --size-mb 64   # torch.save, DCP and ours, one state
+    mlsysim lab distributed --nproc 2 --kill rank --json        # torchrun, a rank SIGKILLed, resumed exactly
+    mlsysim lab distributed --nproc 2 --nodes 2 --kill node     # a node lost, recovered from peer memory
 
 Output is a readable table; ``--json`` prints one JSON object whose numbers are plain SI
 values with the unit in the key (``time_s``, ``memory_B``, ``bandwidth_Bps``, ``energy_J``,
@@ -467,7 +469,7 @@ def _run_audit(args) -> int:
 # --- lab ---------------------------------------------------------------------------------------
 
 def _add_lab(commands) -> None:
-    p = commands.add_parser("lab", help="experiments that run for real on this machine (checkpoint)",
+    p = commands.add_parser("lab", help="experiments that run for real on this machine (checkpoint, distributed)",
                             description="Lab experiments: real runs on this machine, measured and set "
                                         "beside the model's prediction.")
     labs = p.add_subparsers(dest="lab", metavar="EXPERIMENT", required=True)
@@ -494,6 +496,28 @@ def _add_lab(commands) -> None:
     c.add_argument("--keep", type=int, default=2, help="committed checkpoints kept (default 2)")
     add_json_flag(c)
     c.set_defaults(run=_run_lab_checkpoint)
+
+    d = labs.add_parser("distributed", help="a torchrun job checkpointed per rank: kill a rank or a node, reshard",
+                        description="Train the lab's PyTorch transformer with torchrun (gloo on this CPU), "
+                                    "every rank checkpointing its own shard under a global commit; kill a "
+                                    "rank or a whole node and resume, or continue at another world size; "
+                                    "print what was measured beside what mlsysim.checkpoint predicts for "
+                                    "this machine. Needs the torch extra.")
+    d.add_argument("--nproc", type=int, default=2, help="ranks per node (default 2)")
+    d.add_argument("--nodes", type=int, default=1, help="torchrun agents on this machine, each a node with "
+                                                       "its own memory tier: 1 or 2 (default 1)")
+    d.add_argument("--engine", default="concurrent", help="sync, concurrent (this package's, per rank; "
+                                                         "default) or dcp, dcp-async (PyTorch's)")
+    d.add_argument("--mode", default="fsdp", help="fsdp (sharded, FSDP2; default) or ddp (replicated)")
+    d.add_argument("--kill", help="rank: SIGKILL a rank at each named point in turn; random: at a random "
+                                  "time; node: a whole node, its memory tier erased (needs --nodes 2)")
+    d.add_argument("--reshard-to", type=int, help="stop halfway and continue at this many ranks in all")
+    d.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
+    d.add_argument("--every", type=int, default=2, help="checkpoint every this many steps (default 2)")
+    d.add_argument("--seed", type=int, default=0, help="seed of the model, the data order and a random kill")
+    d.add_argument("--dir", help="where the runs write (default: a temporary directory, removed afterwards)")
+    add_json_flag(d)
+    d.set_defaults(run=_run_lab_distributed)
 
 
 def _progress_bar(done: int, total: int) -> None:
@@ -529,11 +553,7 @@ def _run_lab_checkpoint(args) -> int:
 
 def _run_lab_checkpoint_torch(args) -> int:
     from .errors import MlsysimError, UnknownNameError
-    try:
-        import torch  # noqa: F401  (the optional extra)
-    except ImportError:
-        raise MlsysimError("--framework torch needs PyTorch, the optional extra: pip install -e '.[torch]' "
-                           "(or pip install -r requirements-lab.txt)") from None
+    _needs_torch("--framework torch")
     from .lab.torch_compare import compare
     from .lab.torch_engines import ALL_ENGINES
     if not args.compare and args.engine not in ALL_ENGINES:
@@ -544,6 +564,43 @@ def _run_lab_checkpoint_torch(args) -> int:
     c = compare(args.size_mb * 1e6, engines=ALL_ENGINES if args.compare else (args.engine,),
                 repeats=args.repeats, directory=args.dir, progress=say)
     emit(c.to_dict() if args.json else c, args)
+    return 0
+
+
+def _needs_torch(flag: str) -> None:
+    """One line naming the extra when PyTorch is not installed (``import torch`` fails)."""
+    from .errors import MlsysimError
+    try:
+        import torch  # noqa: F401  (the optional extra)
+    except ImportError:
+        raise MlsysimError(f"{flag} needs PyTorch, the optional extra: pip install -e '.[torch]' "
+                           "(or pip install -r requirements-lab.txt)") from None
+
+
+def _run_lab_distributed(args) -> int:
+    from .errors import MlsysimError, UnknownNameError
+    from .lab import dist_run
+    if args.engine not in dist_run.ENGINES:
+        raise UnknownNameError("distributed checkpoint engine", args.engine, dist_run.ENGINES)
+    if args.mode not in dist_run.MODES:
+        raise UnknownNameError("data-parallel mode", args.mode, dist_run.MODES)
+    if args.kill is not None and args.kill not in dist_run.KILLS:
+        raise UnknownNameError("--kill", args.kill, dist_run.KILLS)
+    if args.nodes not in (1, 2):
+        raise MlsysimError(f"--nodes must be 1 or 2 (torchrun agents on this machine), got {args.nodes}")
+    if args.kill == "node" and args.nodes != 2:
+        raise MlsysimError("--kill node needs --nodes 2: the lost node's shards come back from its peer's memory")
+    dist_run.check_world(args.nproc * args.nodes)
+    if args.reshard_to is not None:
+        dist_run.check_world(args.reshard_to)
+    for k in ("steps", "every"):
+        if getattr(args, k) < 1:
+            raise MlsysimError(f"--{k} must be a positive integer, got {getattr(args, k)}")
+    _needs_torch("mlsysim lab distributed")
+    r = dist_run.run_distributed(nproc=args.nproc, nodes=args.nodes, engine=args.engine, mode=args.mode,
+                                 kill=args.kill, reshard_to=args.reshard_to, steps=args.steps, every=args.every,
+                                 seed=args.seed, directory=args.dir, predict=True)
+    emit(r.to_dict() if args.json else r, args)
     return 0
 
 

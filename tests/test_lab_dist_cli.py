@@ -1,0 +1,52 @@
+"""``mlsysim lab distributed``: its bad input (one line, exit 2, before anything starts) and one real
+run through the command line (torchrun, a rank SIGKILLed, the JSON record). Real processes."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+def _cli(*argv, env=None, timeout=60):
+    return subprocess.run([sys.executable, "-m", "mlsysim.cli", "lab", "distributed", *argv], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--nproc", "3"], "world size of 3 cannot split the global batch of 8"),
+    (["--nproc", "2", "--nodes", "3"], "--nodes must be 1 or 2"),
+    (["--nproc", "2", "--kill", "node"], "--kill node needs --nodes 2"),
+    (["--kill", "disk"], "--kill"),
+    (["--engine", "torch.save"], "distributed checkpoint engine"),
+    (["--mode", "zero"], "data-parallel mode"),
+    (["--reshard-to", "5"], "world size of 5"),
+    (["--steps", "0"], "--steps must be a positive integer"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, says):
+    r = _cli(*argv)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], r.stderr
+
+
+def test_without_torch_names_the_extra(tmp_path):
+    fake = tmp_path / "notorch" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError('No module named torch', name='torch')\n")
+    env = {**__import__("os").environ, "PYTHONPATH": str(fake.parent)}
+    r = _cli("--nproc", "2", env=env)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install -e '.[torch]'" in lines[0]
+
+
+def test_a_directory_of_someone_elses_files_is_refused_and_left_alone(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "reference").mkdir()
+    mine = tmp_path / "reference" / "notes.txt"
+    mine.write_text("not a checkpoint")
+    r = _cli("--nproc", "2", "--dir", str(tmp_path))
+    assert r.returncode == 2 and "holds files this lab did not write" in r.stderr
+    assert mine.read_text() == "not a checkpoint"
