@@ -50,3 +50,22 @@ def test_a_directory_of_someone_elses_files_is_refused_and_left_alone(tmp_path):
     r = _cli("--nproc", "2", "--dir", str(tmp_path))
     assert r.returncode == 2 and "holds files this lab did not write" in r.stderr
     assert mine.read_text() == "not a checkpoint"
+
+
+def test_a_node_lost_through_the_command_line(tmp_path):
+    """Two agents of one rank each, node 1 killed with its memory tier: the JSON record says the
+    job resumed exactly from the peer's copy, with nothing read from storage."""
+    pytest.importorskip("torch")
+    r = _cli("--nproc", "1", "--nodes", "2", "--kill", "node", "--steps", "6", "--dir", str(tmp_path), "--json",
+             timeout=240)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["engine"] == "concurrent" and d["world_size"] == 2 and d["nodes"] == 2
+    assert d["resumed_from"] and set(d["resumed_from"]) <= {2, 4} and d["resumed_exactly"] is True and d["reshard_equal"] is None
+    assert d["sources"][0] == d["recovered_from"] == "peer-memory" and d["storage_bytes_read_per_rank"] == [0, 0]
+    assert d["recovery_s"] > 0 and d["peer_bytes_per_rank"][1] > 0 and all(b > 0 for b in d["bytes_read_per_rank"])
+    assert d["stall_s"] > 0 and d["durable_s"] >= d["stall_s"]
+    p = d["prediction"]
+    assert p["world"] == 2 and 0 < p["concurrent_stall_s"] <= p["durable_s"] and p["restore_s"] > 0
+    assert p["rank_B"] < d["bytes_read_per_rank"][0] < 1.5 * p["rank_B"]    # the shard read back, with its header
+    assert not __import__("os").path.exists(d["memory_root"])             # the memory tiers removed
