@@ -725,3 +725,66 @@ def lab_dist_bytes(world, rank_B: dict, restore_s: dict | None = None, measured:
         right.set_title("restore: one read per group, then broadcast", fontsize=10)
     (fig.suptitle if right is not None else left.set_title)(title or "Busiest rank's checkpoint bytes")
     return fig
+
+
+TIER_LABELS = {"memory": "own node's\nmemory", "peer-memory": "peer node's\nmemory", "storage": "durable\nstorage"}
+
+
+def lab_recovery_tiers(runs: dict, predicted: dict | None = None, title: str | None = None):
+    """Recovery time per tier (the node's own memory, a peer node's memory, durable storage): one
+    panel per run, one bar per tier, each panel on its own scale.
+
+    ``runs`` maps a panel's label (e.g. ``"live, 0.2 MB"``) to ``{tier: seconds}``; ``predicted``
+    maps the same labels to ``{tier: seconds}`` drawn as black diamonds (the model's restore for
+    this machine). A tier missing from a run is left out of its panel."""
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs) + 0.6, 4.0), layout="constrained",
+                             squeeze=False)
+    for ax, (label, tiers) in zip(axes[0], runs.items()):
+        names = [t for t in TIER_LABELS if t in tiers] + [t for t in tiers if t not in TIER_LABELS]
+        idx = np.arange(len(names))
+        y = np.array([tiers[t] for t in names], dtype=float)
+        ax.bar(idx, y, 0.6, color=[PALETTE[i % len(PALETTE)] for i in range(len(names))])
+        for i, v in enumerate(y):
+            ax.text(i, v, fmt(v, "s"), ha="center", va="bottom", fontsize=8)
+        model = (predicted or {}).get(label, {})
+        pts = [(i, model[t]) for i, t in enumerate(names) if model.get(t) is not None]
+        if pts:
+            ax.plot(*zip(*pts), "D", color="black", ms=7, label="model")
+            ax.legend(fontsize=8)
+        ax.set_xticks(idx, [TIER_LABELS.get(t, t) for t in names], fontsize=8)
+        ax.set_ylim(0, max([*y, *(v for _, v in pts)]) * 1.25)
+        ax.set_title(label, fontsize=10)
+    axes[0][0].set_ylabel("recovery (s): loading until training resumes")
+    fig.suptitle(title or "Recovering a lost rank's or node's state, by where it comes from")
+    return fig
+
+
+def lab_restore_bytes(schemes: dict, predicted: dict | None = None, file_B: float | None = None,
+                      title: str | None = None):
+    """Bytes read per rank by restore scheme (every rank reads the replicated file, each owner reads
+    its shard, one rank reads and broadcasts): grouped bars, one group per scheme, one bar per rank.
+
+    ``schemes`` maps a scheme to its bytes read per rank; ``predicted`` maps a scheme to the
+    model's bytes per rank, drawn as black diamonds; ``file_B``: the checkpoint's size, a dashed
+    line (the bytes one reader of the whole checkpoint reads)."""
+    fig, ax = _figure(size=(7.5, 4.3))
+    names = list(schemes)
+    ranks = max(len(v) for v in schemes.values())
+    width = 0.8 / ranks
+    idx = np.arange(len(names))
+    for r in range(ranks):
+        x = idx - 0.4 + width * (r + 0.5)
+        y = np.array([schemes[s][r] if r < len(schemes[s]) else np.nan for s in names], dtype=float)
+        ax.bar(x, y, width, color=PALETTE[r % len(PALETTE)], label=f"rank {r}")
+        if predicted:
+            p = np.array([predicted[s][r] if s in predicted and r < len(predicted[s]) else np.nan for s in names],
+                         dtype=float)
+            ax.plot(x, p, "D", color="black", ms=6, label="model" if r == 0 else None)
+    if file_B is not None:
+        ax.axhline(file_B, color="#7f7f7f", ls="--", lw=1.2, label=f"checkpoint ({fmt(file_B, 'B')})")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt(v, "B") if v else "0"))
+    ax.set_xticks(idx, names)
+    ax.set_ylabel("bytes read from storage")
+    ax.set_title(title or "Who reads the checkpoint: bytes read per rank")
+    ax.legend(fontsize=8)
+    return fig

@@ -99,3 +99,15 @@ def test_link_defaults_to_the_memory_copy_and_loopback_is_measured():
 def test_bad_input_names_the_input(call, match):
     with pytest.raises(MlsysimError, match=match):
         call()
+
+
+def test_recovery_per_tier_follows_the_rates():
+    from mlsysim.lab.dist_predict import predict_recovery
+    m = dist_machine(copy_Bps=10e9, write_Bps=1e9, read_Bps=2e9, link_Bps=8e9)
+    p = predict_recovery(1e9, 4, 2, m)
+    assert p.node_B == 2 * p.rank_B and p.memory_s == p.rank_B / 10e9
+    assert p.memory_s < p.peer_memory_s < p.storage_s                 # a fast link: the peer beats the disk
+    slow = predict_recovery(1e9, 4, 2, dist_machine(10e9, 1e9, 2e9, link_Bps=0.5e9))
+    assert slow.peer_memory_s > slow.storage_s and slow.storage_s == p.storage_s
+    with pytest.raises(MlsysimError, match="does not split over 3 nodes"):
+        predict_recovery(1e9, 4, 3, m)

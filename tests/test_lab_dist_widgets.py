@@ -66,3 +66,28 @@ def test_figure_draws_lines_measured_points_and_two_panels():
     assert fig._suptitle.get_text() == "t"
     one = ms.plots.lab_dist_bytes(world, {"FSDP": [5.0, 2.5, 1.25]})
     assert len(one.axes) == 1 and one.axes[0].get_title() == "Busiest rank's checkpoint bytes"
+
+
+def test_recovery_figure_has_a_panel_per_run_and_a_bar_per_tier():
+    runs = {"live": {"storage": 0.2, "memory": 0.05, "peer-memory": 0.1}, "recorded": {"peer-memory": 3.0,
+                                                                                        "storage": 1.5}}
+    fig = ms.plots.lab_recovery_tiers(runs, predicted={"recorded": {"storage": 1.0, "peer-memory": None}})
+    live, rec = fig.axes
+    assert [round(p.get_height(), 3) for p in live.patches] == [0.05, 0.1, 0.2]       # memory, peer, storage
+    assert [t.get_text() for t in live.get_xticklabels()][0].startswith("own node")
+    assert [round(p.get_height(), 3) for p in rec.patches] == [3.0, 1.5]
+    (model,) = rec.get_lines()
+    assert list(model.get_xdata()) == [1] and list(model.get_ydata()) == [1.0]     # storage only; None skipped
+    assert not live.get_lines() and rec.get_ylim()[1] >= 3.0
+
+
+def test_restore_bytes_figure_draws_a_bar_per_rank_and_the_model():
+    fig = ms.plots.lab_restore_bytes({"replicated": [10.0, 10.0], "sharded": [5.0, 5.0], "broadcast": [10.0, 0.1]},
+                                     predicted={"sharded": [5.0, 5.0]}, file_B=10.0)
+    (ax,) = fig.axes
+    assert [p.get_height() for p in ax.patches] == [10.0, 5.0, 10.0, 10.0, 5.0, 0.1]  # rank 0's bars, then rank 1's
+    model = [ln for ln in ax.get_lines() if ln.get_marker() == "D"]
+    ys = np.concatenate([ln.get_ydata() for ln in model])
+    assert np.isnan(ys).sum() == 4 and sorted(ys[~np.isnan(ys)]) == [5.0, 5.0]
+    assert any(ln.get_linestyle() == "--" for ln in ax.get_lines())
+    assert "checkpoint" in " ".join(t.get_text() for t in ax.get_legend().get_texts())

@@ -301,3 +301,49 @@ def predict_restore(scheme: str, size_B: float, world: int, machine: DistMachine
     return RestorePrediction(scheme=scheme, mode=mode, size_B=float(size_B), world=world, bytes_read_per_rank=per,
                              bytes_read_total=total, read_s=read, copy_s=copy, broadcast_s=bcast,
                              restore_s=restore, restore_cached_s=cached)
+
+
+@dataclass(frozen=True)
+class RecoveryPrediction:
+    """Where a lost state comes back from, and how long the model says each tier takes. Bytes, seconds.
+
+    ``rank_B``: the busiest rank's shard; ``node_B``: a node's shards (``rank_B`` x ranks per node);
+    ``memory_s``: a restarted rank copies its shard back from its own node's memory,
+    ``rank_B / copy``; ``peer_memory_s``: a replacement node receives the lost node's shards from
+    the peer holding their replica, then copies its shard into place, ``node_B / link +
+    rank_B / copy`` (``ms.checkpoint``'s in-memory restore with the loopback as the NIC);
+    ``storage_s``: every rank reads its shard from the shared disk, the sharded restore."""
+
+    size_B: float
+    world: int
+    nodes: int
+    rank_B: float
+    node_B: float
+    memory_s: float
+    peer_memory_s: float
+    storage_s: float
+
+
+def predict_recovery(size_B: float, world: int, nodes: int, machine: DistMachine) -> RecoveryPrediction:
+    """Predict recovering a ``size_B``-byte FSDP state of ``world`` ranks on ``nodes`` nodes from each
+    tier (see :class:`RecoveryPrediction`). The ranks of every node share the one machine.
+
+    Worked number: 64 MB on 2 nodes of 1 rank, copy 10 GB/s, read 2 GB/s, link 1 GB/s: each rank's
+    shard is 32.016 MB; own memory 3.2 ms, peer memory 32.0 + 3.2 = 35.2 ms, storage
+    32.0 + 3.2 = 35.2 ms: on one machine the loopback is no faster than the disk's reads.
+
+    >>> m = dist_machine(copy_Bps=10e9, write_Bps=1e9, read_Bps=2e9, link_Bps=1e9)
+    >>> p = predict_recovery(64e6, 2, 2, m)
+    >>> round(p.rank_B), [round(t * 1e3, 1) for t in (p.memory_s, p.peer_memory_s, p.storage_s)]
+    (32016000, [3.2, 35.2, 35.2])
+    """
+    _check(size_B, world)
+    check_integer("nodes", nodes)
+    if world % nodes:
+        raise MlsysimError(f"world of {world} ranks does not split over {nodes} nodes")
+    ck = _model(size_B, world, "fsdp", machine)
+    node_B = ck.rank_B * (world // nodes)
+    copy = ck.rank_B / machine.copy_Bps
+    return RecoveryPrediction(size_B=float(size_B), world=world, nodes=nodes, rank_B=ck.rank_B, node_B=node_B,
+                              memory_s=copy, peer_memory_s=node_B / machine.link_Bps + copy,
+                              storage_s=predict_restore("sharded", size_B, world, machine).restore_s)
