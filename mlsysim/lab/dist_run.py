@@ -478,7 +478,13 @@ class DistributedRun:
     slowest rank's seconds from the start of loading to training resumed),
     ``storage_bytes_read_per_rank`` (from the durable tier only) and ``peer_bytes_per_rank``
     (received from another node); ``recovery_storage_s``: the same job's recovery from durable
-    storage after a node loss that took both memory copies. ``downtime_s``: for each kill, the
+    storage after a node loss that took both memory copies; ``recovery_phases_s``,
+    ``recovery_storage_phases_s``: those two recoveries by phase, the slowest rank's seconds
+    (``survey``: what the nodes' memory tiers hold; ``transfer``: shards sent to the nodes that
+    lack them, until written into their tiers; ``read``: the reads and checks; ``load``: into the
+    model, until every rank is done). ``stalls_s``, ``durables_s``: every checkpoint's, in order;
+    ``prepare_s``: the ``concurrent`` engine's allocation and first touch of its snapshot buffers
+    at the start of the job (rank 0; not part of any checkpoint's stall). ``downtime_s``: for each kill, the
     seconds until the job had resumed, as the driver saw them (detection, rendezvous, new processes
     and the recovery itself). ``reference_losses``: the
     uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``: what
@@ -516,6 +522,11 @@ class DistributedRun:
     memory_stall_s: float | None = None
     memory_root: str | None = None
     prediction: dict | None = None
+    recovery_phases_s: dict | None = None
+    recovery_storage_phases_s: dict | None = None
+    stalls_s: tuple = ()
+    durables_s: tuple = ()
+    prepare_s: float | None = None
 
     def __str__(self) -> str:
         rows = [(k, getattr(self, k)) for k in self.__dataclass_fields__ if k != "prediction"]
@@ -614,13 +625,16 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
                          else root / "reference", **kw)
             ref_losses = losses(ref.events)
             done = [e for e in ref.events if "done" in e][-1]
-            stall, durable = _median(done["stall_s"]), _median([e["durable_s"] for e in ref.events if "commit" in e])
+            stalls, durables = tuple(done["stall_s"]), tuple(e["durable_s"] for e in ref.events if "commit" in e)
+            stall, durable = _median(stalls), _median(durables)
+            prepare = next((e["prepared_s"] for e in ref.events if "prepared_s" in e), None)
             memory_s = _median(done.get("memory_s") or []) if memory else None
             memory_stall = _median(done.get("memory_stall_s") or []) if memory else None
             ref_events = ref.events
         else:
             ref_losses = dict(enumerate(reference.reference_losses, start=1))
             stall, durable, ref_events = reference.stall_s, reference.durable_s, None
+            stalls, durables, prepare = reference.stalls_s, reference.durables_s, reference.prepare_s
             memory_s, memory_stall = reference.memory_s, reference.memory_stall_s
         kills, resumed, exact, nbytes, found, downtime = (), (), None, (), [], ()
         equal, diff, to = None, None, reshard_to
@@ -673,7 +687,10 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
             storage_bytes_read_per_rank=tuple(first_rec["storage_bytes"]) if first_rec else (),
             peer_bytes_per_rank=tuple(first_rec["peer_bytes"]) if first_rec else (),
             recovery_storage_s=storage_rec["recovery_s"] if storage_rec else None, downtime_s=downtime,
-            memory_s=memory_s, memory_stall_s=memory_stall, memory_root=None if root is None else str(root), prediction=prediction)
+            memory_s=memory_s, memory_stall_s=memory_stall, memory_root=None if root is None else str(root), prediction=prediction,
+            recovery_phases_s=first_rec.get("phases_s") if first_rec else None,
+            recovery_storage_phases_s=storage_rec.get("phases_s") if storage_rec else None,
+            stalls_s=stalls, durables_s=durables, prepare_s=prepare)
     finally:
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)

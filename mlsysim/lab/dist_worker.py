@@ -99,6 +99,7 @@ POINTS = ("step", "between", "snapshot", "persist", "shard", "commit", "memory")
 MODES = ("fsdp", "ddp")
 ENGINES = ("sync", "concurrent", "dcp", "dcp-async")
 NEVER_PRUNE = 10 ** 9     # the engines keep every shard: pruning waits for the global commit
+PREPARE_SLACK_B = 1 << 16  # room in each snapshot buffer for a header that grows by a few bytes
 
 
 def lab_config(steps: int, batch: int = 8, seed: int = 0, d_model: int = 32, layers: int = 2) -> TorchConfig:
@@ -604,6 +605,14 @@ def main(argv=None) -> int:
         if a.memory_root:
             tiers = MemoryTier(a.memory_root, node, layout, tier_group, run_id, a.mode, a.engine, hook)
         event = recover(a.dir, job, tiers, tier_group)
+        if a.engine == "concurrent":     # allocate and touch the snapshot buffers now, as an engine does at start
+            t_prep = time.perf_counter()
+            state, _ = job.shard_state()
+            size = store.layout(state, 0).size_B + PREPARE_SLACK_B
+            for e in [engine] + ([tiers.engine] if tiers is not None else []):
+                e.prepare(size)
+            if rank == 0:
+                _say(prepared_s=time.perf_counter() - t_prep, buffer_B=size)
     else:
         from .torch_engines import DcpEngine, load_latest
 
