@@ -111,3 +111,20 @@ def test_recovery_per_tier_follows_the_rates():
     assert slow.peer_memory_s > slow.storage_s and slow.storage_s == p.storage_s
     with pytest.raises(MlsysimError, match="does not split over 3 nodes"):
         predict_recovery(1e9, 4, 3, m)
+
+
+def test_the_recorded_benchmark_reads_without_torch_and_checks_each_target():
+    import copy
+    from mlsysim.lab.dist_results import recorded, targets
+    d = recorded()
+    assert d["schema"] == "mlsysim.lab.dist-benchmark/1" and {q["world_size"] for q in d["points"]} == {2, 4}
+    verdicts = targets(d)
+    assert len(verdicts) == 3 * len(d["points"]) + len(d["node_loss"]) == 20
+    fast = copy.deepcopy(d)
+    n = fast["node_loss"][0]
+    n["recovery_s"] = n["recovery_storage_s"] / 4                      # a peer recovery 4x faster meets it
+    assert targets(fast)[-2][1] is True and "(4.0x)" in targets(fast)[-2][2]
+    slow = copy.deepcopy(d)
+    q = slow["points"][0]
+    q["concurrent"]["stall_s"] = q["dcp_async"]["stall_s"]            # equal stalls miss "at most half"
+    assert targets(slow)[0][1] is False
