@@ -737,13 +737,13 @@ def lab_recovery_tiers(runs: dict, predicted: dict | None = None, title: str | N
     ``runs`` maps a panel's label (e.g. ``"live, 0.2 MB"``) to ``{tier: seconds}``; ``predicted``
     maps the same labels to ``{tier: seconds}`` drawn as black diamonds (the model's restore for
     this machine). A tier missing from a run is left out of its panel."""
-    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs) + 0.6, 4.0), layout="constrained",
+    fig, axes = plt.subplots(1, len(runs), figsize=(2.9 * len(runs) + 0.8, 3.8), layout="constrained",
                              squeeze=False)
     for ax, (label, tiers) in zip(axes[0], runs.items()):
         names = [t for t in TIER_LABELS if t in tiers] + [t for t in tiers if t not in TIER_LABELS]
         idx = np.arange(len(names))
         y = np.array([tiers[t] for t in names], dtype=float)
-        ax.bar(idx, y, 0.6, color=[PALETTE[i % len(PALETTE)] for i in range(len(names))])
+        ax.bar(idx, y, 0.6, color=[PALETTE[list(TIER_LABELS).index(t) if t in TIER_LABELS else 3] for t in names])
         for i, v in enumerate(y):
             ax.text(i, v, fmt(v, "s"), ha="center", va="bottom", fontsize=8)
         model = (predicted or {}).get(label, {})
@@ -754,7 +754,7 @@ def lab_recovery_tiers(runs: dict, predicted: dict | None = None, title: str | N
         ax.set_xticks(idx, [TIER_LABELS.get(t, t) for t in names], fontsize=8)
         ax.set_ylim(0, max([*y, *(v for _, v in pts)]) * 1.25)
         ax.set_title(label, fontsize=10)
-    axes[0][0].set_ylabel("recovery (s): loading until training resumes")
+    axes[0][0].set_ylabel("recovery (s), load to resumed")
     fig.suptitle(title or "Recovering a lost rank's or node's state, by where it comes from")
     return fig
 
