@@ -141,3 +141,18 @@ def test_a_mark_that_starts_a_line_inside_a_paragraph_is_reported():
     assert [f.status for f in found] == ["malformed"] and "breaks the paragraph" in found[0].reason
     assert pc.misplaced_marks("A claim.\n<!-- sourced: a paper -->\nMore text.\n") == [
         (2, "<!-- sourced: a paper -->")]
+
+
+def test_an_ast_systemerror_is_parsed_again_in_a_fresh_thread(monkeypatch):
+    """CPython 3.11's "AST constructor recursion depth mismatch" (gh-106905) hits the thread that
+    ran a deep recursion before; the parse is repeated in a new thread."""
+    import threading
+    real, main = pc.ast.parse, threading.get_ident()
+
+    def broken_here(src, *args, **kwargs):
+        if threading.get_ident() == main:
+            raise SystemError("AST constructor recursion depth mismatch (before=153, after=207)")
+        return real(src, *args, **kwargs)
+
+    monkeypatch.setattr(pc.ast, "parse", broken_here)
+    assert pc.asserted_texts('x = 1\nassert x, "claim a: b"') == ['assert x, "claim a: b"']

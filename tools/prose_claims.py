@@ -23,6 +23,7 @@ import ast
 import json
 import re
 import sys
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -186,13 +187,35 @@ def is_flagged(text: str) -> bool:
 
 
 # --- where claims are asserted -----------------------------------------------------------------
+def _parse(code: str) -> ast.Module:
+    """``ast.parse``; where CPython 3.11 raises "AST constructor recursion depth mismatch" (a stale
+    recursion counter left in this thread by an earlier deep recursion, CPython gh-106905), parse
+    again in a new thread, whose counter is fresh."""
+    try:
+        return ast.parse(code)
+    except SystemError:
+        out: dict = {}
+
+        def parse() -> None:
+            try:
+                out["tree"] = ast.parse(code)
+            except (SyntaxError, SystemError) as e:
+                out["error"] = e
+        t = threading.Thread(target=parse)
+        t.start()
+        t.join()
+        if "error" in out:
+            raise out["error"]
+        return out["tree"]
+
+
 def asserted_texts(code: str) -> list[str]:
     """Source text of every assert statement in a code cell or file (magics ignored)."""
     code = "\n".join("pass  # " + l if l.lstrip().startswith(("%", "!")) else l
                      for l in code.split("\n"))
     try:
-        tree = ast.parse(code)
-    except SyntaxError:  # not Python: count the whole text if it asserts anything
+        tree = _parse(code)
+    except (SyntaxError, SystemError):  # not Python (or see _parse): the whole text, if it asserts anything
         return [code] if re.search(r"\bassert\b", code) else []
     lines = code.split("\n")
     return ["\n".join(lines[node.lineno - 1:node.end_lineno]) for node in ast.walk(tree)
