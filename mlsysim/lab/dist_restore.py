@@ -58,7 +58,7 @@ from ..measure import drop_page_cache
 from . import dist_store, store
 from .dist_predict import SCHEME_MODE, SCHEMES, DistMachine, RestorePrediction, JobPrediction, measure_dist_machine, \
     predict_job, predict_restore
-from .dist_run import LaunchError, check_world, free_port, has_torch
+from .dist_run import LaunchError, _kill, check_world, free_port, has_torch
 
 MODES = ("ddp", "fsdp")
 
@@ -419,13 +419,6 @@ def run_worker(args: list, nproc: int, timeout_s: float = 300.0) -> list[dict]:
         raise LaunchError(f"the {nproc}-rank restore failed (exit status {status})"
                           + (f": {tail[-1].strip()}" if tail else ""))
     return events
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 @dataclass(frozen=True)
