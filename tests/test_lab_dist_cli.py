@@ -61,11 +61,24 @@ def test_a_node_lost_through_the_command_line(tmp_path):
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["engine"] == "concurrent" and d["world_size"] == 2 and d["nodes"] == 2
-    assert d["resumed_from"] and set(d["resumed_from"]) <= {2, 4} and d["resumed_exactly"] is True and d["reshard_equal"] is None
-    assert d["sources"][0] == d["recovered_from"] == "peer-memory" and d["storage_bytes_read_per_rank"] == [0, 0]
+    assert d["resumed_from"] == [2, 4] and d["resumed_exactly"] is True and d["reshard_equal"] is None
+    assert d["sources"] == ["peer-memory", "storage"] and d["recovered_from"] == "peer-memory"
+    assert d["storage_bytes_read_per_rank"] == [0, 0]
     assert d["recovery_s"] > 0 and d["peer_bytes_per_rank"][1] > 0 and all(b > 0 for b in d["bytes_read_per_rank"])
     assert d["stall_s"] > 0 and d["durable_s"] >= d["stall_s"]
     p = d["prediction"]
     assert p["world"] == 2 and 0 < p["concurrent_stall_s"] <= p["durable_s"] and p["restore_s"] > 0
     assert p["rank_B"] < d["bytes_read_per_rank"][0] < 1.5 * p["rank_B"]    # the shard read back, with its header
     assert not __import__("os").path.exists(d["memory_root"])             # the memory tiers removed
+
+
+@pytest.mark.parametrize("value, live", [(None, True), ("1", True), ("0", False)])
+def test_the_notebook_switch_for_live_runs(monkeypatch, value, live):
+    """MLSYSIM_LAB_LIVE=0 turns the notebook's live jobs off and says so; anything else leaves them on."""
+    pytest.importorskip("torch")
+    from mlsysim.lab.dist_run import LIVE_ENV, live_runs
+    if value is None:
+        monkeypatch.delenv(LIVE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(LIVE_ENV, value)
+    assert live_runs() == ((True, "") if live else (False, "MLSYSIM_LAB_LIVE=0"))

@@ -91,6 +91,25 @@ def has_torch() -> bool:
         return False
 
 
+LIVE_ENV = "MLSYSIM_LAB_LIVE"
+
+
+def live_runs() -> tuple[bool, str]:
+    """(whether the distributed lab notebook runs its torchrun jobs live, why not): not without
+    PyTorch, nor with ``MLSYSIM_LAB_LIVE=0`` in the environment (the notebook then reads only its
+    recorded run, in seconds instead of minutes on a 2-core machine).
+
+    >>> os.environ["MLSYSIM_LAB_LIVE"] = "0"; live_runs()[0]
+    False
+    >>> del os.environ["MLSYSIM_LAB_LIVE"]
+    """
+    if not has_torch():
+        return False, "PyTorch is not installed (pip install -e '.[torch]')"
+    if os.environ.get(LIVE_ENV, "1") == "0":
+        return False, f"{LIVE_ENV}=0"
+    return True, ""
+
+
 # --- processes ---------------------------------------------------------------------------------------
 def _state(pid: int) -> str | None:
     """The process' state letter (``R``, ``S``, ``T``, ``Z`` ...), or None if there is none."""
@@ -174,10 +193,11 @@ def _wait_gone(pids, timeout_s: float = 30.0) -> bool:
 @dataclass(frozen=True)
 class NodeLoss:
     """A node lost at ``point`` of ``step`` (``memory``: once memory checkpoint ``step`` is complete
-    on every node; or another point of :mod:`mlsysim.lab.dist_worker`): its first rank pauses
-    there, then the driver SIGKILLs its agent and every worker and erases its memory tier.
-    ``memory_too``: the other nodes' workers are SIGKILLed as well and their memory tiers erased
-    (both copies of the lost node's shards gone, the job must read durable storage)."""
+    on every node; ``stored``: then once durable storage holds it too; or another point of
+    :mod:`mlsysim.lab.dist_worker`): its first rank pauses there, then the driver SIGKILLs its
+    agent and every worker and erases its memory tier. ``memory_too``: the other nodes' workers
+    are SIGKILLed as well and their memory tiers erased (both copies of the lost node's shards
+    gone, the job must read durable storage)."""
 
     step: int
     point: str = "memory"
@@ -578,8 +598,8 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
     * ``"node"`` (``nodes=2``): node 1 lost at the checkpoints of :func:`node_loss_steps` (its
       agent and workers SIGKILLed, its memory tier erased), a replacement joins, and the job
       recovers the lost shards from the peer replica on the survivor without reading durable
-      storage; then the replacement is lost with the survivor's memory too, and the job recovers
-      from durable storage (``recovery_storage_s``). ``replace=False``: no replacement; the job
+      storage; then, once the second checkpoint is durable, the replacement is lost with the
+      survivor's memory too, and the job recovers from durable storage (``recovery_storage_s``). ``replace=False``: no replacement; the job
       continues alone on the surviving node at half the world size (``reshard_to``), from its own
       shards and the peer replica.
 
@@ -708,7 +728,7 @@ def _kill_plan(kill, world: int, loss_steps: tuple, replace: bool) -> tuple:
     if kill == "node":
         lost = [NodeLoss(loss_steps[0])]
         if replace:
-            lost.append(NodeLoss(loss_steps[1], memory_too=True))
+            lost.append(NodeLoss(loss_steps[1], point="stored", memory_too=True))
         return [], 0, lost
     return list(kill), 0, []
 

@@ -64,7 +64,8 @@ SIGKILL it exactly there: ``step`` (after the backward pass, before the update),
 (after the step and its checkpoint call), ``snapshot`` and ``persist`` (inside the engine),
 ``shard`` (the rank's shard is durable, the global commit not yet written), ``commit``
 (after the global commit, rank 0) and ``memory`` (the memory checkpoint is complete on every
-node). ``-`` skips an attempt. ``--node-pause NODE=POINT@STEP[,...]`` stops the first rank of
+node); for a node only, ``stored`` (``memory``, and durable storage holds the global commit of
+the newest checkpoint up to this one that goes there). ``-`` skips an attempt. ``--node-pause NODE=POINT@STEP[,...]`` stops the first rank of
 node NODE there, whatever the attempt, so that the driver can take the whole node down there.
 Under :mod:`mlsysim.lab.dist_run` (torchrun with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``)
 rank 0 hosts a new store for the workers in every round of the rendezvous (:func:`init`); the
@@ -95,7 +96,7 @@ from .runner import _say
 from .torch_train import (ResumableSampler, TinyDecoder, TorchConfig, Windows, _Schedule, deterministic,
                           rng_state, set_rng_state)
 
-POINTS = ("step", "between", "snapshot", "persist", "shard", "commit", "memory")
+POINTS = ("step", "between", "snapshot", "persist", "shard", "commit", "memory", "stored")
 MODES = ("fsdp", "ddp")
 ENGINES = ("sync", "concurrent", "dcp", "dcp-async")
 NEVER_PRUNE = 10 ** 9     # the engines keep every shard: pruning waits for the global commit
@@ -498,6 +499,16 @@ def init(attempt: int, timeout: timedelta):
     return base
 
 
+def _wait_stored(directory, step: int, timeout_s: float) -> None:
+    """Wait (at most ``timeout_s``) until durable storage holds a global commit of ``step`` or a
+    newer one (none is awaited for step 0); the other ranks' writes go on meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    while step > 0 and max(dist_store.global_steps(directory), default=0) < step:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"global checkpoint {step} not in {directory} within {timeout_s:.0f} s")
+        time.sleep(0.01)
+
+
 def _node_pauses(text: str) -> dict:
     """``NODE=POINT@STEP[,...]`` -> {node: (point, step)}."""
     out = {}
@@ -552,6 +563,7 @@ def main(argv=None) -> int:
         return 2
     group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))   # durable checkpoints only
     tier_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))   # memory tiers only
+    persist = a.every * max(1, a.persist_every)      # the checkpoints that also go to durable storage
     cfg = lab_config(a.steps, a.batch, a.seed, a.d_model, a.layers)
     job = Job(cfg, a.mode)
     own = a.engine in ("sync", "concurrent")
@@ -565,6 +577,9 @@ def main(argv=None) -> int:
     lock_holder = [None]
 
     def hook(name: str, step: int) -> None:
+        if name == "memory" and node_point == "stored" and step == node_at:
+            _wait_stored(a.dir, step - step % persist, a.timeout)
+            name = "stored"
         if (name == point and step == at and rank == who) or (name == node_point and step == node_at):
             _say(paused=name, step=step, rank=rank, pid=os.getpid(), node=node)
             os.kill(os.getpid(), signal.SIGSTOP)
@@ -649,7 +664,6 @@ def main(argv=None) -> int:
             _say(loaded_checksums=resumed_from, crc32=sums)
     job.hook = locked
     last = a.steps if a.stop_after is None else min(a.steps, a.stop_after)
-    persist = a.every * max(1, a.persist_every)
     while job.step_count < last:
         t_step = time.perf_counter()
         loss = job.step()
