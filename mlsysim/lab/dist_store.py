@@ -125,8 +125,8 @@ def split(array, world: int, placement: str = SHARD) -> list:
 def assemble(global_shape, rows: tuple[int, int], pieces, empty):
     """Rows ``rows`` of a tensor of ``global_shape``, copied from ``pieces``: ``(spec, array)``
     pairs whose rows together cover them. ``empty(shape)`` makes the output (``np.empty`` or
-    ``torch.empty`` with the dtype). The identity when ``rows`` are all rows and the pieces
-    are :func:`split`'s."""
+    ``torch.empty`` with the dtype); a piece that is exactly these rows is returned itself.
+    The identity when ``rows`` are all rows and the pieces are :func:`split`'s."""
     shape = tuple(global_shape)
     if not shape:
         for spec, a in pieces:
@@ -134,6 +134,9 @@ def assemble(global_shape, rows: tuple[int, int], pieces, empty):
                 return a
         raise ValueError("no piece holds this 0-d tensor")
     a0, b0 = rows
+    for spec, piece in pieces:
+        if spec.rows() == tuple(rows) and tuple(piece.shape) == (b0 - a0,) + shape[1:]:
+            return piece                          # one piece is exactly these rows: no copy
     out = empty((b0 - a0,) + shape[1:])
     covered = 0
     for spec, piece in pieces:
@@ -313,13 +316,15 @@ class RankLoad:
     bytes_read: int
 
 
-def read_for_rank(directory, record: dict, world: int, rank: int, empty, cold: bool = False) -> RankLoad:
+def read_for_rank(directory, record: dict, world: int, rank: int, empty, cold: bool = False,
+                  mapped: bool = False) -> RankLoad:
     """Read and verify (size and CRC-32 against the global record) the shard files rank ``rank``
     of ``world`` needs from checkpoint ``record``, and cut its pieces from them. A shard that is
     missing, truncated or corrupt raises :class:`~mlsysim.lab.store.CheckpointError` naming it.
     ``empty(shape, like)`` makes an output array of ``like``'s dtype and kind. ``cold``: first
     ask the kernel to drop each file's cached pages (``posix_fadvise``), so that the read comes
-    from the device, as on a machine that never held the file."""
+    from the device, as on a machine that never held the file. ``mapped``: map the files in
+    place instead of reading them (files in memory, :func:`mlsysim.lab.store.read_checkpoint`)."""
     d = Path(directory)
     step, old_world = record["step"], record["world_size"]
     states, files, nbytes = {}, [], 0
@@ -329,7 +334,7 @@ def read_for_rank(directory, record: dict, world: int, rank: int, empty, cold: b
         if cold:
             _drop_cached(path)
         try:
-            state, _, size = store.read_checkpoint(path.parent, step)
+            state, _, size = store.read_checkpoint(path.parent, step, mapped=mapped)
         except store.CheckpointError as e:
             raise store.CheckpointError(e.errno, f"shard of rank {o} of {old_world}: {e}") from None
         crc = json.loads((path.parent / store.commit_name(step)).read_text())["crc32"]

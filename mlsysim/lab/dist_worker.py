@@ -384,23 +384,54 @@ class MemoryTier:
         self.engine.close()
         return [(r.stall_s, self.seconds.get(r.step)) for r in self.engine.summary()]
 
-    def _read_verified(self, record: dict, shard: int) -> tuple[np.ndarray, str | None]:
-        """Old rank ``shard``'s file of ``record`` from this node's memory, checked against the record;
-        on an error, zeros of the record's size (the receiver's check refuses them) and the error."""
+    def _send(self, record: dict, shard: int, dst: int) -> tuple[int, str | None]:
+        """Send old rank ``shard``'s file of ``record`` from this node's memory to rank ``dst``, in
+        chunks straight from the file's mapping (no copy), its CRC-32 checked against the record
+        on the way; returns (bytes, the error or None). A file that cannot be mapped is sent as
+        zeros, which the receiver's check refuses."""
         entry = record["shards"][shard]
-        path = self.dir / entry["file"]
-        data = np.zeros(entry["size_B"], dtype=np.uint8)
+        path, size = self.dir / entry["file"], entry["size_B"]
+        error = None
         try:
-            if path.stat().st_size != entry["size_B"]:
-                raise store.CheckpointError(errno.EIO, f"{path}: {path.stat().st_size} B, the record names "
-                                                       f"{entry['size_B']} B")
-            got, crc = store.read_with_crc(path, data)
-            if got != entry["size_B"] or crc != entry["crc32"]:
-                raise store.CheckpointError(errno.EIO, f"{path}: checksum mismatch (corrupt)")
+            if path.stat().st_size != size:
+                raise store.CheckpointError(errno.EIO, f"{path}: {path.stat().st_size} B, the record names {size} B")
+            data = store.map_file(path, size)
         except OSError as e:                        # a CheckpointError is one
-            data[:] = 0
-            return data, f"shard of rank {shard} of {record['world_size']}: {e}"
-        return data, None
+            error, data = str(e), None
+        zeros = np.zeros(min(size, store.CHUNK_B), dtype=np.uint8) if data is None else None
+        crc = 0
+        for lo in range(0, size, store.CHUNK_B):
+            chunk = data[lo:lo + store.CHUNK_B] if data is not None else zeros[:min(size - lo, store.CHUNK_B)]
+            crc = zlib.crc32(chunk, crc)
+            dist.send(torch.from_numpy(chunk), dst, group=self.group)
+        if error is None and crc != entry["crc32"]:
+            error = f"{path}: checksum mismatch (corrupt)"
+        return size, None if error is None else f"shard of rank {shard} of {record['world_size']}: {error}"
+
+    def _receive(self, record: dict, shard: int, src: int, step: int) -> str | None:
+        """Receive old rank ``shard``'s file of ``record`` from rank ``src`` into this node's memory,
+        each chunk written as it arrives while the next one comes into a second buffer (two chunk
+        buffers in all); committed if its CRC-32 is the record's, else the error."""
+        size = record["shards"][shard]["size_B"]
+        bounds = [(lo, min(size, lo + store.CHUNK_B)) for lo in range(0, size, store.CHUNK_B)]
+        bufs = [torch.empty(min(size, store.CHUNK_B), dtype=torch.uint8) for _ in range(2)]
+
+        def arriving():
+            work = dist.irecv(bufs[0][:bounds[0][1] - bounds[0][0]], src, group=self.group) if bounds else None
+            for i, (lo, hi) in enumerate(bounds):
+                work.wait()
+                if i + 1 < len(bounds):
+                    nlo, nhi = bounds[i + 1]
+                    work = dist.irecv(bufs[(i + 1) % 2][:nhi - nlo], src, group=self.group)
+                yield bufs[i % 2][:hi - lo].numpy()
+
+        d = dist_store.rank_dir(self.dir, shard)
+        d.mkdir(exist_ok=True)
+        got, crc = store.write_durable(d / store.data_name(step), arriving())
+        if got != size or crc != record["shards"][shard]["crc32"]:
+            return f"shard of rank {shard} of {record['world_size']}: received {got} B that fail the record's CRC-32"
+        store.commit(d, step, got, crc)
+        return None
 
     def read(self, holdings: list, records: dict, storage_step: int | None):
         """Read (not yet load) the newest memory checkpoint the live nodes hold completely, sending and
@@ -415,19 +446,16 @@ class MemoryTier:
             t0 = time.perf_counter()
             for t in plan.transfers:                  # the same order on every rank: no deadlock
                 if t.src == self.rank:
-                    data, bad = self._read_verified(record, t.shard)
-                    error, mem_B = error or bad, mem_B + data.size
-                    dist.send(torch.from_numpy(data), t.dst, group=self.group)
+                    sent, bad = self._send(record, t.shard, t.dst)
+                    error, mem_B = error or bad, mem_B + sent
                 elif t.dst == self.rank:
-                    data = torch.empty(record["shards"][t.shard]["size_B"], dtype=torch.uint8)
-                    dist.recv(data, t.src, group=self.group)
-                    self._write(t.shard, step, data.numpy())
-                    peer_B += data.numel()
+                    error = self._receive(record, t.shard, t.src, step) or error
+                    peer_B += record["shards"][t.shard]["size_B"]
             try:
                 dist.barrier(group=self.group)        # every received file is written
                 self.transfer_s = time.perf_counter() - t0
                 if error is None:
-                    got = dist_store.read_for_rank(self.dir, record, self.world, self.rank, _empty)
+                    got = dist_store.read_for_rank(self.dir, record, self.world, self.rank, _empty, mapped=True)
             except store.CheckpointError as e:
                 error = str(e)
             bad = _agree(error, self.group)

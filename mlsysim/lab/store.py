@@ -327,8 +327,11 @@ class Loaded:
     skipped: tuple = ()
 
 
-def read_checkpoint(directory, step: int):
-    """Read and verify checkpoint ``step``; raises :class:`CheckpointError` naming the bad file."""
+def read_checkpoint(directory, step: int, mapped: bool = False):
+    """Read and verify checkpoint ``step``; raises :class:`CheckpointError` naming the bad file.
+    ``mapped``: map the file instead of copying it (a file in memory, as on ``/dev/shm``: its
+    pages are used in place, no new buffer is filled); the arrays are then views of the
+    mapping (copy-on-write: writing to one never changes the file)."""
     d = Path(directory)
     cpath, dpath = d / commit_name(step), d / data_name(step)
     try:
@@ -342,8 +345,12 @@ def read_checkpoint(directory, step: int):
         raise CheckpointError(errno.ENOENT, f"{dpath}: data file missing (committed at step {step})") from None
     if actual != size:
         raise CheckpointError(errno.EIO, f"{dpath}: truncated or torn ({actual} B on disk, {size} B committed)")
-    buf = np.empty(size, dtype=np.uint8)
-    got, actual_crc = read_with_crc(dpath, buf)
+    if mapped:
+        buf = map_file(dpath, size)
+        got, actual_crc = size, zlib.crc32(buf)
+    else:
+        buf = np.empty(size, dtype=np.uint8)
+        got, actual_crc = read_with_crc(dpath, buf)
     if got != size or actual_crc != crc:
         raise CheckpointError(errno.EIO, f"{dpath}: checksum mismatch (corrupt)")
     if bytes(buf[:8]) != MAGIC:
@@ -355,6 +362,18 @@ def read_checkpoint(directory, step: int):
         a = buf[s["offset"]:s["offset"] + s["nbytes"]].view(np.dtype(s["dtype"])).reshape(s["shape"])
         arrays.append(_from_numpy(a, s))
     return _decode(header["state"], arrays), str(dpath), size
+
+
+def map_file(path, size: int) -> np.ndarray:
+    """The first ``size`` bytes of ``path`` as a copy-on-write mapping (a writable uint8 array
+    whose writes never reach the file); :class:`CheckpointError` if it cannot be mapped."""
+    import mmap
+    try:
+        with open(path, "rb") as f:
+            m = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(errno.EIO, f"{path}: cannot map ({e})") from None
+    return np.frombuffer(m, dtype=np.uint8)
 
 
 def read_with_crc(path, buf: np.ndarray, chunk_B: int = CHUNK_B) -> tuple[int, int]:
