@@ -134,3 +134,12 @@ def test_a_directory_of_another_run_is_refused_and_kept(tmp_path):
     with pytest.raises(CheckpointError, match="not empty"):
         ds.claim(tmp_path / "b", {"config": 1})
     assert (tmp_path / "b" / "notes.txt").read_text() == "mine"
+
+
+def test_assemble_uses_a_piece_that_is_exactly_the_rows_without_a_copy():
+    a = np.arange(24, dtype=np.float64).reshape(6, 4)
+    specs, pieces = ds.partition(a.shape, 2), ds.split(a, 2)
+    own = ds.assemble(a.shape, specs[1].rows(), list(zip(specs, pieces)), _empty)
+    assert own is pieces[1]                                   # the same world size: no copy
+    cut = ds.assemble(a.shape, (2, 5), list(zip(specs, pieces)), _empty)   # another shape: rows from both
+    assert np.array_equal(cut, a[2:5]) and not any(np.shares_memory(cut, p) for p in pieces)

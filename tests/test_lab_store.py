@@ -223,3 +223,20 @@ def test_arrays_keep_their_shape_zero_dimensional_and_non_contiguous_included(tm
     got = load_latest(tmp_path).state
     for k, a in state.items():
         assert got[k].shape == a.shape and got[k].dtype == a.dtype and np.array_equal(got[k], a), k
+
+
+def test_a_mapped_read_equals_the_copy_leaves_the_file_alone_and_refuses_a_flipped_byte(tmp_path):
+    _save(tmp_path, [5])
+    copied, _, size = store.read_checkpoint(tmp_path, 5)
+    mapped, _, size_m = store.read_checkpoint(tmp_path, 5, mapped=True)
+    assert size_m == size and np.array_equal(mapped["w"], copied["w"])
+    assert mapped["nested"][3][1] == copied["nested"][3][1] and mapped["lr"] == copied["lr"]
+    assert not mapped["w"].flags.owndata                     # a view of the mapping, not a new buffer
+    mapped["w"][:] = -1                                       # copy-on-write: the file is unchanged
+    assert np.array_equal(store.read_checkpoint(tmp_path, 5)[0]["w"], copied["w"])
+    path = tmp_path / store.data_name(5)
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match=r"ckpt-000000005\.data: checksum mismatch"):
+        store.read_checkpoint(tmp_path, 5, mapped=True)

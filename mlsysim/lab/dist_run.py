@@ -599,9 +599,9 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
       agent and workers SIGKILLed, its memory tier erased), a replacement joins, and the job
       recovers the lost shards from the peer replica on the survivor without reading durable
       storage; then, once the second checkpoint is durable, the replacement is lost with the
-      survivor's memory too, and the job recovers from durable storage (``recovery_storage_s``). ``replace=False``: no replacement; the job
-      continues alone on the surviving node at half the world size (``reshard_to``), from its own
-      shards and the peer replica.
+      survivor's memory too, and the job recovers from durable storage (``recovery_storage_s``).
+      ``replace=False``: no replacement; the job continues alone on the surviving node at half
+      the world size (``reshard_to``), from its own shards and the peer replica.
 
     With ``reshard_to`` (and no kill) a run stopped halfway and continued at ``reshard_to`` ranks
     on one node. ``memory``: the memory and peer-memory tiers (this package's engines); every

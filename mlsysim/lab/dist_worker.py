@@ -65,8 +65,9 @@ SIGKILL it exactly there: ``step`` (after the backward pass, before the update),
 ``shard`` (the rank's shard is durable, the global commit not yet written), ``commit``
 (after the global commit, rank 0) and ``memory`` (the memory checkpoint is complete on every
 node); for a node only, ``stored`` (``memory``, and durable storage holds the global commit of
-the newest checkpoint up to this one that goes there). ``-`` skips an attempt. ``--node-pause NODE=POINT@STEP[,...]`` stops the first rank of
-node NODE there, whatever the attempt, so that the driver can take the whole node down there.
+the newest checkpoint up to this one that goes there). ``-`` skips an attempt.
+``--node-pause NODE=POINT@STEP[,...]`` stops the first rank of node NODE there, whatever the
+attempt, so that the driver can take the whole node down there.
 Under :mod:`mlsysim.lab.dist_run` (torchrun with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``)
 rank 0 hosts a new store for the workers in every round of the rendezvous (:func:`init`); the
 agents of two nodes count their restarts apart, so the attempt is the largest count.
