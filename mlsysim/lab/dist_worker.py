@@ -265,6 +265,11 @@ class Job:
         self._batches = None
 
 
+def _spans(size: int) -> list[tuple[int, int]]:
+    """The [start, stop) byte ranges of ``size`` bytes sent between ranks, ``store.CHUNK_B`` each."""
+    return [(lo, min(size, lo + store.CHUNK_B)) for lo in range(0, size, store.CHUNK_B)]
+
+
 def _empty(shape, like):
     return torch.empty(shape, dtype=like.dtype)
 
@@ -401,8 +406,8 @@ class MemoryTier:
             error, data = str(e), None
         zeros = np.zeros(min(size, store.CHUNK_B), dtype=np.uint8) if data is None else None
         crc = 0
-        for lo in range(0, size, store.CHUNK_B):
-            chunk = data[lo:lo + store.CHUNK_B] if data is not None else zeros[:min(size - lo, store.CHUNK_B)]
+        for lo, hi in _spans(size):
+            chunk = data[lo:hi] if data is not None else zeros[:hi - lo]
             crc = zlib.crc32(chunk, crc)
             dist.send(torch.from_numpy(chunk), dst, group=self.group)
         if error is None and crc != entry["crc32"]:
@@ -414,7 +419,7 @@ class MemoryTier:
         each chunk written as it arrives while the next one comes into a second buffer (two chunk
         buffers in all); committed if its CRC-32 is the record's, else the error."""
         size = record["shards"][shard]["size_B"]
-        bounds = [(lo, min(size, lo + store.CHUNK_B)) for lo in range(0, size, store.CHUNK_B)]
+        bounds = _spans(size)
         bufs = [torch.empty(min(size, store.CHUNK_B), dtype=torch.uint8) for _ in range(2)]
 
         def arriving():
