@@ -50,6 +50,13 @@ def test_notebook_pages_offer_download_and_launch_links():
     assert check_site.remote_loads(page) == [], "launch buttons must be links, not loaded resources"
 
 
+def test_pages_load_the_course_stylesheet():
+    css = SITE / "_static" / "course_site.css"
+    assert css.exists() and "max-width" in css.read_text(encoding="utf-8"), "course_site.css not copied"
+    for page in (HOME, NOTEBOOK):
+        assert 'href="../_static/course_site.css' in page.read_text(encoding="utf-8"), f"{page.name} lacks it"
+
+
 @pytest.fixture(scope="module")
 def browser():
     exe = check_browser.find_chromium()

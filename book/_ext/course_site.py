@@ -20,6 +20,8 @@
    book/api names in an ``automodule`` line, in the order of the imports in
    mlsysim/__init__.py: a new solver module appears in the API reference without any edit. A
    subpackage split by concept (``mlsysim.serving``) is followed by its modules.
+7. ``static/course_site.css``: on wide screens a wider page, so that code cells and printed tables
+   scroll sideways less.
 """
 import pkgutil
 import re
@@ -197,11 +199,17 @@ def _execute(nb, cwd=None, km=None, **options):
     return notebook_client(nb, cwd or ".", km=km, **options).execute()
 
 
+def _add_static(app):
+    app.config.html_static_path.append(str(Path(__file__).parent / "static"))
+
+
 def setup(app):
     import jupyter_cache.executors.utils as executors
     if getattr(executors, "executenb", None) is not None:
         executors.executenb = _execute
     app.add_directive("mlsysim-other-modules", OtherModules)
+    app.connect("builder-inited", _add_static)
+    app.add_css_file("course_site.css")
     app.connect("html-page-context", _dedupe_scripts, priority=300)  # emit_firstresult: run early
     app.connect("autodoc-process-docstring", _escape_bars, priority=90)
     app.connect("autodoc-process-docstring", _plain_descriptions, priority=100)
