@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from lab_report import finish
+
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "data" / "dist_benchmark.json"
 STEPS, EVERY = 6, 2          # three checkpoints per run: the medians are over three
 
@@ -133,13 +135,7 @@ def _report(d: dict, a) -> int:
     for n in losses:
         print(f"node lost at {n['world_size']} ranks, {n['state_B'] / 1e6:.0f} MB: {n['sources']}, peer memory "
               f"{n['recovery_s']:.3f} s, storage {n['recovery_storage_s']:.3f} s")
-    missed = 0
-    for name, ok, detail in targets(d):
-        print(f"{'met   ' if ok else 'MISSED'} {name}: {detail}")
-        missed += not ok
-    for path in ([a.json] if a.json else []) + ([RECORD] if a.record else []):
-        Path(path).write_text(json.dumps(d, indent=1) + "\n")
-    return 1 if missed else 0
+    return finish(targets(d), d, ([a.json] if a.json else []) + ([RECORD] if a.record else []))
 
 
 if __name__ == "__main__":

@@ -20,10 +20,11 @@ the recorded run the notebook ``06_lab_pytorch`` shows. Exit status 1 if a targe
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
+
+from lab_report import finish
 
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "data" / "torch_benchmark.json"
 
@@ -56,13 +57,7 @@ def main(argv=None) -> int:
         durable = "never" if r["durable_s"] is None else f"{r['durable_s']:.3f}"
         print(f"| {r['engine']} | {r['stall_s']:.3f} | {durable} | {r['load_s']:.3f} | {r['resumed_exactly']} | "
               f"{r['corruption']} |")
-    missed = 0
-    for name, ok, detail in targets(c):
-        print(f"{'met   ' if ok else 'MISSED'} {name}: {detail}")
-        missed += not ok
-    for path in ([a.json] if a.json else []) + ([RECORD] if a.record else []):
-        Path(path).write_text(json.dumps(d, indent=1) + "\n")
-    return 1 if missed else 0
+    return finish(targets(c), d, ([a.json] if a.json else []) + ([RECORD] if a.record else []))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,6 @@ def targets(d: dict) -> list[tuple[str, bool, str]]:
         peer, disk = n["recovery_s"], n["recovery_storage_s"]
         ok = peer is not None and disk is not None and 3 * peer <= disk
         out.append((f"{n['world_size']} ranks on 2 nodes, {n['state_B'] / 1e6:.0f} MB: peer memory >= 3x faster "
-                    f"than storage", ok, f"{peer} s vs {disk} s" if not ok or peer is None
-                    else f"{peer:.3f} s vs {disk:.3f} s ({disk / peer:.1f}x)"))
+                    f"than storage", ok, f"{peer} s vs {disk} s" if peer is None or disk is None
+                    else f"{peer:.3f} s vs {disk:.3f} s (storage / peer {disk / peer:.2f}x)"))
     return out
