@@ -208,12 +208,16 @@ def test_build_executes_pages_with_the_sliced_kernel_client(monkeypatch, tmp_pat
         def add_directive(self, *a, **k):
             pass
 
+        def add_css_file(self, name, **k):
+            css.append(name)
+
     import mlsysim.assign
-    made = []
+    made, css = [], []
     real = mlsysim.assign.notebook_client
     monkeypatch.setattr(mlsysim.assign, "notebook_client", lambda *a, **k: made.append(a) or real(*a, **k))
     course_site.setup(App())
     assert executors.executenb is course_site._execute
+    assert css == ["course_site.css"] and (ROOT / "book" / "_ext" / "static" / "course_site.css").is_file()
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     result = executors.single_nb_execution(nb, cwd=str(tmp_path), timeout=60, allow_errors=False)
