@@ -8,20 +8,20 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
 
 * the job uninterrupted with this package's sharded ``concurrent`` engine and with
   ``dcp.async_save``, both writing to storage only (no memory tier, which DCP does not have):
-  every checkpoint's stall and time to the global commit, and their medians (:func:`mlsysim.lab.dist_run.run_distributed`): median stall and time to
-  the global commit of its checkpoints, with :mod:`mlsysim.lab.dist_predict`'s prediction;
-* the three restores of :func:`mlsysim.lab.dist_restore.measure_restores` (every rank reads the
+  every checkpoint's stall and time to the global commit, and their medians (:func:`mlsysim.lab.distributed.launcher.run_distributed`): median stall and time to
+  the global commit of its checkpoints, with :mod:`mlsysim.lab.distributed.predict`'s prediction;
+* the three restores of :func:`mlsysim.lab.distributed.restore.measure_restores` (every rank reads the
   replicated file, each owner reads its shard, rank 0 reads and broadcasts): bytes read per
   rank and seconds, beside the prediction;
 * at the largest size, two nodes of N / 2 ranks (two ``torchrun`` agents) and a node lost: the
   recovery from the survivor's peer memory against the recovery from durable storage.
 
-Targets (:func:`mlsysim.lab.dist_results.targets`): the sharded concurrent engine's stall is at
+Targets (:func:`mlsysim.lab.distributed.results.targets`): the sharded concurrent engine's stall is at
 most half of ``dcp.async_save``'s; at the largest size (1 GB) recovery from peer memory is at
 least 3x faster than from durable storage; the model is within x2 of the measured durable and
 restore times. A measurement, not a test: it needs the torch extra and takes tens of minutes at
-full size. ``--record`` stores the result as ``mlsysim/lab/data/dist_benchmark.json``, the run the
-notebook ``06_lab_distributed`` shows. Exit status 1 if a target is missed.
+full size. ``--record`` stores the result as ``mlsysim/lab/distributed/data/benchmark.json``, the run the
+notebook ``06c_lab_distributed`` shows. Exit status 1 if a target is missed.
 """
 from __future__ import annotations
 
@@ -33,13 +33,13 @@ from pathlib import Path
 
 from lab_report import finish
 
-RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "data" / "dist_benchmark.json"
+RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "distributed" / "data" / "benchmark.json"
 STEPS, EVERY = 6, 2          # three checkpoints per run: the medians are over three
 
 
 def _point(nproc: int, size_B: float, layers: int, say) -> dict:
-    from mlsysim.lab.dist_restore import config_for, measure_restores
-    from mlsysim.lab.dist_run import run_distributed
+    from mlsysim.lab.distributed.restore import config_for, measure_restores
+    from mlsysim.lab.distributed.launcher import run_distributed
     cfg = config_for(size_B, 32, layers, STEPS)
     kw = dict(nproc=nproc, steps=STEPS, every=EVERY, d_model=cfg.d_model, layers=layers)
     say(f"{nproc} ranks, {cfg.state_B / 1e6:.0f} MB: concurrent")
@@ -72,8 +72,8 @@ def _point(nproc: int, size_B: float, layers: int, say) -> dict:
 
 
 def _node_loss(nproc: int, size_B: float, layers: int, say) -> dict:
-    from mlsysim.lab.dist_restore import config_for
-    from mlsysim.lab.dist_run import run_distributed
+    from mlsysim.lab.distributed.restore import config_for
+    from mlsysim.lab.distributed.launcher import run_distributed
     cfg = config_for(size_B, 32, layers, STEPS)
     say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: a node lost")
     r = run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent", steps=STEPS, every=EVERY,
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
 
 
 def _report(d: dict, a) -> int:
-    from mlsysim.lab.dist_results import targets
+    from mlsysim.lab.distributed.results import targets
     points, losses = d["points"], d["node_loss"]
     print("| ranks | state MB | concurrent stall s | dcp-async stall s | durable s (model) | sharded restore s "
           "(model) |")

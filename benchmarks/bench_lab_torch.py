@@ -3,7 +3,7 @@
     python benchmarks/bench_lab_torch.py                       # 1 GB of state, median of 3 rounds
     python benchmarks/bench_lab_torch.py --size-mb 256 --repeats 5 --json out.json
 
-Runs :func:`mlsysim.lab.torch_compare.compare` (every engine on one state of the lab's
+Runs :func:`mlsysim.lab.pytorch.compare.compare` (every engine on one state of the lab's
 PyTorch transformer, with the machine's floors measured in the same run), prints a Markdown
 table and checks the targets:
 
@@ -14,8 +14,8 @@ table and checks the targets:
 * this package's ``load_latest`` takes at most ``torch.load``'s time.
 
 A measurement, not a test: it needs the torch extra, takes a few minutes and about 5 x the
-size in memory. ``--record`` stores the result as ``mlsysim/lab/data/torch_benchmark.json``,
-the recorded run the notebook ``06_lab_pytorch`` shows. Exit status 1 if a target is missed.
+size in memory. ``--record`` stores the result as ``mlsysim/lab/pytorch/data/benchmark.json``,
+the recorded run the notebook ``06b_lab_pytorch`` shows. Exit status 1 if a target is missed.
 """
 from __future__ import annotations
 
@@ -26,12 +26,12 @@ from pathlib import Path
 
 from lab_report import finish
 
-RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "data" / "torch_benchmark.json"
+RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "pytorch" / "data" / "benchmark.json"
 
 
 def main(argv=None) -> int:
-    from mlsysim.lab.torch_compare import compare
-    from mlsysim.lab.torch_results import targets
+    from mlsysim.lab.pytorch.compare import compare
+    from mlsysim.lab.pytorch.results import targets
     p = argparse.ArgumentParser()
     p.add_argument("--size-mb", type=float, default=1000.0)
     p.add_argument("--repeats", type=int, default=3)

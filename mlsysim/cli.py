@@ -554,8 +554,8 @@ def _run_lab_checkpoint(args) -> int:
 def _run_lab_checkpoint_torch(args) -> int:
     from .errors import MlsysimError, UnknownNameError
     _needs_torch("--framework torch")
-    from .lab.torch_compare import compare
-    from .lab.torch_engines import ALL_ENGINES
+    from .lab.pytorch.compare import compare
+    from .lab.pytorch.engines import ALL_ENGINES
     if not args.compare and args.engine not in ALL_ENGINES:
         raise UnknownNameError("checkpoint engine", args.engine, ALL_ENGINES)
     if not args.size_mb > 0:
@@ -579,25 +579,25 @@ def _needs_torch(flag: str) -> None:
 
 def _run_lab_distributed(args) -> int:
     from .errors import MlsysimError, UnknownNameError
-    from .lab import dist_run
-    if args.engine not in dist_run.ENGINES:
-        raise UnknownNameError("distributed checkpoint engine", args.engine, dist_run.ENGINES)
-    if args.mode not in dist_run.MODES:
-        raise UnknownNameError("data-parallel mode", args.mode, dist_run.MODES)
-    if args.kill is not None and args.kill not in dist_run.KILLS:
-        raise UnknownNameError("--kill", args.kill, dist_run.KILLS)
+    from .lab.distributed import launcher
+    if args.engine not in launcher.ENGINES:
+        raise UnknownNameError("distributed checkpoint engine", args.engine, launcher.ENGINES)
+    if args.mode not in launcher.MODES:
+        raise UnknownNameError("data-parallel mode", args.mode, launcher.MODES)
+    if args.kill is not None and args.kill not in launcher.KILLS:
+        raise UnknownNameError("--kill", args.kill, launcher.KILLS)
     if args.nodes not in (1, 2):
         raise MlsysimError(f"--nodes must be 1 or 2 (torchrun agents on this machine), got {args.nodes}")
     if args.kill == "node" and args.nodes != 2:
         raise MlsysimError("--kill node needs --nodes 2: the lost node's shards come back from its peer's memory")
-    dist_run.check_world(args.nproc * args.nodes)
+    launcher.check_world(args.nproc * args.nodes)
     if args.reshard_to is not None:
-        dist_run.check_world(args.reshard_to)
+        launcher.check_world(args.reshard_to)
     for k in ("steps", "every"):
         if getattr(args, k) < 1:
             raise MlsysimError(f"--{k} must be a positive integer, got {getattr(args, k)}")
     _needs_torch("mlsysim lab distributed")
-    r = dist_run.run_distributed(nproc=args.nproc, nodes=args.nodes, engine=args.engine, mode=args.mode,
+    r = launcher.run_distributed(nproc=args.nproc, nodes=args.nodes, engine=args.engine, mode=args.mode,
                                  kill=args.kill, reshard_to=args.reshard_to, steps=args.steps, every=args.every,
                                  seed=args.seed, directory=args.dir, predict=True)
     emit(r.to_dict() if args.json else r, args)

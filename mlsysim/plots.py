@@ -612,7 +612,7 @@ def accuracy_ratios(outcomes):
     return fig
 
 
-# --- checkpoint lab (06L) ------------------------------------------------------
+# --- checkpoint lab (06a) ------------------------------------------------------
 def lab_stalls(runs=(), model=None, ax=None, title: str | None = None):
     """Training stall per checkpoint against the compute time between checkpoints, sync vs
     concurrent: measured runs as markers (:class:`~mlsysim.lab.experiment.LabRun` records)
@@ -646,8 +646,8 @@ def lab_engines(result, ax=None, title: str | None = None):
     """Stall and time to durable per checkpoint engine as grouped bars (log scale), with the
     machine's copy floor and write + fsync floor as horizontal lines.
 
-    ``result``: a run of :func:`mlsysim.lab.torch_compare.compare`, its ``to_dict()`` (such as
-    :func:`mlsysim.lab.torch_results.recorded`) or :func:`mlsysim.lab.torch_results.predicted`.
+    ``result``: a run of :func:`mlsysim.lab.pytorch.compare.compare`, its ``to_dict()`` (such as
+    :func:`mlsysim.lab.pytorch.results.recorded`) or :func:`mlsysim.lab.pytorch.results.predicted`.
     An engine whose checkpoint never becomes durable (``durable_s`` None or NaN: plain
     ``torch.save``) gets a hatched, empty bar marked "never" instead of a durable bar."""
     d = result.to_dict() if hasattr(result, "to_dict") else result
@@ -679,7 +679,7 @@ def lab_engines(result, ax=None, title: str | None = None):
     return fig
 
 
-# --- distributed checkpoint lab (06D) -----------------------------------------
+# --- distributed checkpoint lab (06c) -----------------------------------------
 def lab_dist_bytes(world, rank_B: dict, restore_s: dict | None = None, measured: dict | None = None,
                    mark=None, title: str | None = None):
     """Bytes the busiest rank writes per checkpoint against the world size (log-log), one line per

@@ -709,7 +709,7 @@ def audit_explorer(model: str = "Llama-3-70B", node: str = "DGX-H100", nodes: in
     return Explorer(controls, compute, render, title="Full-stack audit of a training run")
 
 
-# --- checkpoint lab (06L) -------------------------------------------------------
+# --- checkpoint lab (06a) -------------------------------------------------------
 def lab_checkpoint_explorer(size_GB: float = 1.0, copy_GBps: float = 10.0, write_GBps: float = 1.0,
                             read_GBps: float = 2.0, interval_s: float = 2.0) -> Explorer:
     """Explore the checkpoint lab's model: state size, memory copy and disk rates, interval →
@@ -752,8 +752,8 @@ def lab_engines_explorer(size_GB: float = 1.0, copy_GBps: float = 10.0, write_GB
                          host_memory_GB: float = 64.0) -> Explorer:
     """Explore the PyTorch lab's model: state size, memory copy and write + fsync rates, host memory →
     each engine's predicted stall and time to durable for one checkpoint, and the two floors
-    (:func:`mlsysim.lab.torch_results.predicted`; no run, no torch needed)."""
-    from .lab.torch_results import predicted
+    (:func:`mlsysim.lab.pytorch.results.predicted`; no run, no torch needed)."""
+    from .lab.pytorch.results import predicted
     style = {"description_width": "9em"}
 
     def slider(value, lo, hi, label):
@@ -782,7 +782,7 @@ def lab_engines_explorer(size_GB: float = 1.0, copy_GBps: float = 10.0, write_GB
     return Explorer(controls, compute, render, title="PyTorch lab: what the model predicts per engine")
 
 
-# --- distributed checkpoint lab (06D) -------------------------------------------
+# --- distributed checkpoint lab (06c) -------------------------------------------
 DIST_MODES = {"FSDP (ZeRO-3)": 3, "ZeRO-1": 1, "DDP (ZeRO-0)": 0}   # label -> zero_stage
 
 

@@ -16,7 +16,7 @@ import mlsysim as ms
 from mlsysim.assign import (BEGIN, CODE_STUB, END, TEXT_STUB, assign, check_ids, clear_solutions,
                             has_solution, nbgrader_source, read, student_copy)
 from mlsysim.errors import MlsysimError
-from mlsysim.lab.dist_run import LIVE_ENV
+from mlsysim.lab.distributed.launcher import LIVE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

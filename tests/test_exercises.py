@@ -7,7 +7,7 @@ import mlsysim as ms
 from mlsysim import exercises
 
 NOTEBOOKS = sorted({m.name[2:].split("_")[0] for m in pkgutil.iter_modules([str(Path(exercises.__file__).parent)])
-                    if m.name.startswith("nb")})   # "00" … "11", and "06L" for the lab after notebook 06
+                    if m.name.startswith("nb")})   # "00" … "11", and "06a" for the lab after notebook 06
 ALL = [e for nb in NOTEBOOKS for e in exercises._registry(nb).values()]
 
 

@@ -88,3 +88,26 @@ def test_the_graph_reads_relative_and_function_level_imports():
 def test_no_import_cycles_among_mlsysim_modules():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def _layer(module: str) -> int:
+    """0 the formulas (and the rest of mlsysim), 1 the lab's core, 2 its PyTorch room, 3 the distributed room."""
+    for prefix, layer in (("mlsysim.lab.distributed", 3), ("mlsysim.lab.pytorch", 2), ("mlsysim.lab", 1)):
+        if module == prefix or module.startswith(prefix + "."):
+            return layer
+    return 0
+
+
+def test_the_lab_imports_downward_only():
+    """core <- pytorch <- distributed, and no formula module imports the lab (function-level imports
+    of the presentation layer excepted: widgets, plots, exercises and the command line show the labs)."""
+    presentation = ("mlsysim.widgets", "mlsysim.plots", "mlsysim.exercises", "mlsysim.cli")
+    upward = [(m, n) for m, deps in import_graph().items() for n in deps
+              if _layer(n) > _layer(m) and not m.startswith(presentation)]
+    assert upward == []
+
+
+def test_the_lab_has_three_rooms_and_no_prefixed_modules():
+    lab = PACKAGE / "lab"
+    assert (lab / "pytorch" / "__init__.py").exists() and (lab / "distributed" / "__init__.py").exists()
+    assert [p.name for p in lab.glob("*.py") if p.name.startswith(("dist_", "torch_"))] == []

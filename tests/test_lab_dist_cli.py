@@ -76,7 +76,7 @@ def test_a_node_lost_through_the_command_line(tmp_path):
 def test_the_notebook_switch_for_live_runs(monkeypatch, value, live):
     """MLSYSIM_LAB_LIVE=0 turns the notebook's live jobs off and says so; anything else leaves them on."""
     pytest.importorskip("torch")
-    from mlsysim.lab.dist_run import LIVE_ENV, live_runs
+    from mlsysim.lab.distributed.launcher import LIVE_ENV, live_runs
     if value is None:
         monkeypatch.delenv(LIVE_ENV, raising=False)
     else:

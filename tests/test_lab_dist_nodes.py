@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from mlsysim.errors import MlsysimError
-from mlsysim.lab import dist_store, dist_tiers
-from mlsysim.lab.dist_run import DistributedRun, has_torch, node_loss_steps, run_distributed, running
-from mlsysim.lab.dist_tiers import Holding, memory_candidates, peer, plan_recovery, replica_source
+from mlsysim.lab.distributed import shards, tiers
+from mlsysim.lab.distributed.launcher import DistributedRun, has_torch, node_loss_steps, run_distributed, running
+from mlsysim.lab.distributed.tiers import Holding, memory_candidates, peer, plan_recovery, replica_source
 from mlsysim.lab.engines import SyncEngine
 
 needs_torch = pytest.mark.skipif(not has_torch(), reason="the distributed lab needs the torch extra")
@@ -65,7 +65,7 @@ def test_a_lost_node_comes_back_from_peer_memory_then_from_storage(lost):
     assert r.resumed_from[1] == second
     assert all(b > 0 for b in r.bytes_read_per_rank)                            # every rank read its shard
     assert r.resumed_exactly is True                                            # every loss, bit for bit
-    assert dist_store.global_steps(d / "killed")[-1] == STEPS                  # and it went on to the end
+    assert shards.global_steps(d / "killed")[-1] == STEPS                  # and it went on to the end
     assert r.world_size == 2 and r.nodes == 2 and 0 < r.recovery_s < 30 and 0 < r.recovery_storage_s < 30
     assert len(r.downtime_s) == 2 and all(r.recovery_s < t < 60 for t in r.downtime_s)   # seconds, not minutes
     record = json.loads(json.dumps(r.to_dict()))
@@ -88,7 +88,7 @@ def test_elastic_the_survivor_goes_on_alone_from_its_own_and_the_peer_replica(el
 
 def _nothing_left(d, r) -> None:
     """No process of the run is alive and its memory tiers are gone."""
-    assert r.memory_root and r.memory_root.startswith(str(dist_tiers.memory_base()))
+    assert r.memory_root and r.memory_root.startswith(str(tiers.memory_base()))
     assert not Path(r.memory_root).exists()
     assert _strays(d) == []
 
@@ -165,26 +165,26 @@ def test_memory_older_than_storage_or_incomplete_is_not_a_candidate():
 def test_a_node_tier_on_disk_is_surveyed_shard_by_shard(tmp_path):
     """Write a node's memory tier as the worker does (its own shard, the peer's replica, the node's
     record), then lose the replica's data file: the survey no longer counts it."""
-    node = dist_tiers.node_dir(tmp_path, "node-0")
+    node = tiers.node_dir(tmp_path, "node-0")
     records = []
     for r in (0, 1):
-        SyncEngine(dist_store.rank_dir(node, r), keep=10 ** 9).save(4, {"tensors": {"w": np.arange(3.0) + r}})
-        records.append(dist_store.shard_record(node, 4, r, 2, "fsdp", {}))
-    dist_store.write_global_commit(node, 4, records, "test", extra=dist_tiers.node_record("node-0", [0], [1]))
-    [(h, rec)] = dist_tiers.survey(node)
+        SyncEngine(shards.rank_dir(node, r), keep=10 ** 9).save(4, {"tensors": {"w": np.arange(3.0) + r}})
+        records.append(shards.shard_record(node, 4, r, 2, "fsdp", {}))
+    shards.write_global_commit(node, 4, records, "test", extra=tiers.node_record("node-0", [0], [1]))
+    [(h, rec)] = tiers.survey(node)
     assert h == Holding("node-0", 4, 2, own=(0,), replicas=(1,)) and rec["node"] == "node-0"
-    (dist_store.rank_dir(node, 1) / "ckpt-000000004.data").unlink()
-    assert dist_tiers.survey(node)[0][0].replicas == ()
+    (shards.rank_dir(node, 1) / "ckpt-000000004.data").unlink()
+    assert tiers.survey(node)[0][0].replicas == ()
 
 
 def test_names_and_layouts_are_checked():
-    assert dist_tiers.node_name({"MLSYSIM_NODE": "node-7"}) == "node-7"
+    assert tiers.node_name({"MLSYSIM_NODE": "node-7"}) == "node-7"
     with pytest.raises(MlsysimError, match="MLSYSIM_NODE must be"):
-        dist_tiers.node_name({"MLSYSIM_NODE": "../etc"})
+        tiers.node_name({"MLSYSIM_NODE": "../etc"})
     with pytest.raises(MlsysimError, match="node name must be"):
-        dist_tiers.node_dir("/dev/shm/x", "a/b")
+        tiers.node_dir("/dev/shm/x", "a/b")
     with pytest.raises(MlsysimError, match="as many ranks as the others"):
-        dist_tiers.node_ranks(("a", "a", "b"))
+        tiers.node_ranks(("a", "a", "b"))
 
 
 @pytest.mark.parametrize("kw, says", [

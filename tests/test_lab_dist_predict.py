@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 import mlsysim as ms
 from mlsysim.checkpoint import EXTRAS_PER_RANK_B
 from mlsysim.errors import MlsysimError
-from mlsysim.lab.dist_predict import (SCHEMES, bytes_read, dist_machine, loopback_Bps, predict_job,
+from mlsysim.lab.distributed.predict import (SCHEMES, bytes_read, dist_machine, loopback_Bps, predict_job,
                                       predict_restore, records)
 
 M = dist_machine(copy_Bps=10e9, write_Bps=1e9, read_Bps=2e9, link_Bps=1e9)
@@ -103,7 +103,7 @@ def test_bad_input_names_the_input(call, match):
 
 
 def test_recovery_per_tier_follows_the_rates():
-    from mlsysim.lab.dist_predict import predict_recovery
+    from mlsysim.lab.distributed.predict import predict_recovery
     m = dist_machine(copy_Bps=10e9, write_Bps=1e9, read_Bps=2e9, link_Bps=8e9)
     p = predict_recovery(1e9, 4, 2, m)
     assert p.node_B == 2 * p.rank_B and p.memory_s == p.rank_B / 10e9
@@ -116,7 +116,7 @@ def test_recovery_per_tier_follows_the_rates():
 
 def test_the_recorded_benchmark_reads_without_torch_and_checks_each_target():
     import copy
-    from mlsysim.lab.dist_results import recorded, targets
+    from mlsysim.lab.distributed.results import recorded, targets
     d = recorded()
     assert d["schema"] == "mlsysim.lab.dist-benchmark/1" and {q["world_size"] for q in d["points"]} == {2, 4}
     verdicts = targets(d)

@@ -7,9 +7,9 @@ import os
 import pytest
 
 from mlsysim.errors import MlsysimError
-from mlsysim.lab import dist_store
-from mlsysim.lab.dist_predict import SCHEMES, dist_machine, predict_job, predict_restore
-from mlsysim.lab.dist_restore import device_read_B, measure_restores, parse_schemes, resident_fraction
+from mlsysim.lab.distributed import shards
+from mlsysim.lab.distributed.predict import SCHEMES, dist_machine, predict_job, predict_restore
+from mlsysim.lab.distributed.restore import device_read_B, measure_restores, parse_schemes, resident_fraction
 from mlsysim.measure import drop_page_cache
 
 M = dist_machine(copy_Bps=8e9, write_Bps=0.4e9, read_Bps=1.7e9, link_Bps=3e9)   # given rates: no measuring
@@ -25,7 +25,7 @@ def run(tmp_path_factory):
 
 def _files(base, mode):
     d = base / mode
-    return [s["size_B"] for s in dist_store.read_global(d, dist_store.global_steps(d)[-1])["shards"]]
+    return [s["size_B"] for s in shards.read_global(d, shards.global_steps(d)[-1])["shards"]]
 
 
 def _alive_with(text):

@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("torch")
 
 from mlsysim.errors import MlsysimError  # noqa: E402
-from mlsysim.lab import dist_store  # noqa: E402
-from mlsysim.lab.dist_run import check_world, launch, losses, resumes, run_distributed  # noqa: E402
+from mlsysim.lab.distributed import shards  # noqa: E402
+from mlsysim.lab.distributed.launcher import check_world, launch, losses, resumes, run_distributed  # noqa: E402
 
 STEPS = 6          # checkpoints at steps 2, 4, 6
 Ref = namedtuple("Ref", "dir events pids")
@@ -61,7 +61,7 @@ def test_rank_killed_at_named_points_resumes_bit_for_bit(ref2, tmp_path):
     # killed before checkpoint 4 and 6 were globally committed: each restart resumes from the one before
     assert resumes(run.events) == [None, 2, 2, 2, 4]
     assert losses(run.events) == losses(ref2.events)                        # bit for bit (exact floats)
-    assert dist_store.global_steps(tmp_path) == [4, 6]                      # pruned to keep = 2
+    assert shards.global_steps(tmp_path) == [4, 6]                      # pruned to keep = 2
     assert not _alive(run.pids)
 
 
@@ -85,7 +85,7 @@ def _flip(path):
 def _reshard(first, second, tmp_path, engine="concurrent", damage=False):
     a = launch(tmp_path, first, STEPS, engine=engine, stop_after=4, checksums=True)
     if damage:
-        _flip(tmp_path / dist_store.read_global(tmp_path, 4)["shards"][1]["file"])
+        _flip(tmp_path / shards.read_global(tmp_path, 4)["shards"][1]["file"])
     b = launch(tmp_path, second, STEPS, engine="sync" if engine == "concurrent" else "dcp", checksums=True)
     loaded = [e for e in b.events if "loaded_checksums" in e][0]
     step = loaded["loaded_checksums"]
@@ -97,9 +97,9 @@ def _continue(ref, second, tmp_path, damage=False):
     """A copy of ``ref``'s run without its last global commit, continued at ``second`` ranks."""
     run = tmp_path / "run"
     shutil.copytree(ref.dir, run)
-    (run / dist_store.global_name(STEPS)).unlink()
+    (run / shards.global_name(STEPS)).unlink()
     if damage:
-        _flip(run / dist_store.read_global(run, 4)["shards"][1]["file"])
+        _flip(run / shards.read_global(run, 4)["shards"][1]["file"])
     b = launch(run, second, STEPS, engine="concurrent", checksums=True)
     loaded = [e for e in b.events if "loaded_checksums" in e][0]
     step = loaded["loaded_checksums"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mlsysim.lab import dist_store as ds
+from mlsysim.lab.distributed import shards as ds
 from mlsysim.lab.engines import SyncEngine
 from mlsysim.lab.store import CheckpointError, commit_name
 

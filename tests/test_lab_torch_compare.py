@@ -44,9 +44,9 @@ def test_numpy_lab_runs_without_torch(tmp_path):
 torch = pytest.importorskip("torch")
 
 from mlsysim.lab.floors import measure_floors  # noqa: E402
-from mlsysim.lab.torch_compare import compare, flip_middle_byte, same_state, targets  # noqa: E402
-from mlsysim.lab.torch_engines import ALL_ENGINES  # noqa: E402
-from mlsysim.lab.torch_train import TorchConfig  # noqa: E402
+from mlsysim.lab.pytorch.compare import compare, flip_middle_byte, same_state, targets  # noqa: E402
+from mlsysim.lab.pytorch.engines import ALL_ENGINES  # noqa: E402
+from mlsysim.lab.pytorch.train import TorchConfig  # noqa: E402
 
 SMALL = TorchConfig(layers=2, d_model=64, heads=4, kv_heads=2, d_ff=96)
 
@@ -140,7 +140,7 @@ def test_bad_input(tmp_path):
 
 
 def test_config_counts_parameters_as_the_model_and_ms_transformer_do():
-    from mlsysim.lab.torch_train import TinyDecoder
+    from mlsysim.lab.pytorch.train import TinyDecoder
     for cfg in (SMALL, TorchConfig.for_size(16e6)):
         model = TinyDecoder(cfg)
         assert sum(p.numel() for p in model.parameters()) == cfg.params == int(cfg.workload().params)

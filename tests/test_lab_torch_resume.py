@@ -3,7 +3,7 @@ times, then resumed: every loss equals an uninterrupted run's bit for bit, and t
 resumes from the newest checkpoint committed before the kill.
 
 Runs are real processes killed with a real SIGKILL. Each is forked by one ``--serve``
-process of :mod:`mlsysim.lab.torch_runner` that imported PyTorch once (a run is then
+process of :mod:`mlsysim.lab.pytorch.runner` that imported PyTorch once (a run is then
 a fraction of a second instead of seconds of imports); one test runs the plain command
 line, cold, to show that it behaves the same.
 """
@@ -21,17 +21,17 @@ import pytest
 
 pytest.importorskip("torch")
 
-from mlsysim.lab.torch_engines import ALL_ENGINES  # noqa: E402
+from mlsysim.lab.pytorch.engines import ALL_ENGINES  # noqa: E402
 
 STEPS, EVERY = 9, 3               # checkpoints at steps 3, 6, 9
 ARGS = ["--steps", str(STEPS), "--every", str(EVERY), "--size-mb", "0.1", "--layers", "1"]
-RUNNER = [sys.executable, "-m", "mlsysim.lab.torch_runner"]
+RUNNER = [sys.executable, "-m", "mlsysim.lab.pytorch.runner"]
 TIMEOUT_S = 60
 BLOCKING = ("torch.save", "torch.save+fsync", "dcp", "sync")   # commit inside save()
 
 
 class Server:
-    """One ``torch_runner --serve`` process: forks a run per request, relays its lines."""
+    """One ``mlsysim.lab.pytorch.runner --serve`` process: forks a run per request, relays its lines."""
 
     def __init__(self):
         self.proc = subprocess.Popen(RUNNER + ["--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)

@@ -12,11 +12,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 torch = pytest.importorskip("torch")
 
-from mlsysim.lab import store, torch_engines  # noqa: E402
+from mlsysim.lab import store
+from mlsysim.lab.pytorch import engines  # noqa: E402
 from mlsysim.lab.engines import ENGINES, make_engine  # noqa: E402
 from mlsysim.lab.store import CheckpointWarning  # noqa: E402
-from mlsysim.lab.torch_compare import flip_middle_byte  # noqa: E402
-from mlsysim.lab.torch_train import TorchConfig, TorchTrainer  # noqa: E402
+from mlsysim.lab.pytorch.compare import flip_middle_byte  # noqa: E402
+from mlsysim.lab.pytorch.train import TorchConfig, TorchTrainer  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental",
                                         "ignore:torch.quantize_per_tensor", "ignore:torch.distributed is disabled")
@@ -100,7 +101,7 @@ def test_save_then_load_latest_is_the_identity(state, kind):
     with tempfile.TemporaryDirectory() as d:
         with make_engine(kind, d) as e:
             e.save(3, state)
-        got = torch_engines.load_latest(kind, d)
+        got = engines.load_latest(kind, d)
     assert got.step == 3
     assert_same(got.state, state)
 
@@ -134,19 +135,19 @@ def _tensors(state, path=""):
             yield from _tensors(v, f"{path}/{i}")
 
 
-@pytest.mark.parametrize("kind", torch_engines.ALL_ENGINES)
+@pytest.mark.parametrize("kind", engines.ALL_ENGINES)
 def test_a_flipped_byte_in_the_newest_checkpoint(tmp_path, kind):
     trainer, saved = TorchTrainer(CFG), {}
-    with torch_engines.make(kind, tmp_path, keep=2) as e:
+    with engines.make(kind, tmp_path, keep=2) as e:
         for step in (1, 2):
             trainer.step()
             saved[step] = {p: t.clone() for p, t in _tensors(trainer.state())}
             e.save(step, trainer.state())
-    bad = flip_middle_byte(torch_engines.newest_path(kind, tmp_path))
+    bad = flip_middle_byte(engines.newest_path(kind, tmp_path))
     template = TorchTrainer(CFG).state() if kind.startswith("dcp") else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CheckpointWarning)
-        got = torch_engines.load_latest(kind, tmp_path, template=template)
+        got = engines.load_latest(kind, tmp_path, template=template)
     named = [str(w.message) for w in caught if issubclass(w.category, CheckpointWarning)]
     changed = [p for p, t in _tensors(got.state) if not torch.equal(t, saved[got.step][p])]
     if FLIPPED[kind] == "refused":      # this package: the checksum fails, the previous one loads intact

@@ -6,7 +6,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import mlsysim as ms  # noqa: E402
-from mlsysim.lab.torch_results import ENGINES, predicted  # noqa: E402
+from mlsysim.lab.pytorch.results import ENGINES, predicted  # noqa: E402
 
 
 def test_explorer_follows_its_controls():

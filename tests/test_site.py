@@ -253,3 +253,17 @@ def test_undocumented_names_become_text_but_typos_still_fail():
     assert course_site._existing_undocumented({"py:module": "mlsysim.units", "reftarget": "KB"}, text) is text
     assert course_site._existing_undocumented({"py:module": "mlsysim.units", "reftarget": "KBB"}, text) is None
     assert course_site._existing_undocumented({"py:module": "numpy", "reftarget": "pi"}, text) is None
+
+
+def test_moved_pages_redirect_to_pages_of_the_toc(tmp_path):
+    toc = (ROOT / "_toc.yml").read_text()
+    for old, new in course_site.MOVED.items():
+        assert f"file: {new}\n" in toc and f"file: {old}\n" not in toc
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "06_lab_pytorch.html").write_text("a page lives here again")
+    written = course_site.write_redirects(tmp_path)
+    assert sorted(p.name for p in written) == ["06_lab_checkpoint.html", "06_lab_distributed.html"]
+    page = (tmp_path / "notebooks" / "06_lab_checkpoint.html").read_text()
+    assert 'content="0; url=../notebooks/06a_lab_checkpoint.html"' in page and 'href="../notebooks/06a_lab_checkpoint.html"' in page
+    assert (tmp_path / "notebooks" / "06_lab_pytorch.html").read_text() == "a page lives here again"
+    assert 'url=../../x/y.html"' in course_site.redirect_page("a/b/old", "x/y")

@@ -22,6 +22,9 @@
    subpackage split by concept (``mlsysim.serving``) is followed by its modules.
 7. ``static/course_site.css``: on wide screens a wider page, so that code cells and printed tables
    scroll sideways less.
+8. Pages that moved keep their old address: for each entry of :data:`MOVED` the build writes a small
+   page at the old address that sends the reader on to the new one (an HTML refresh, a canonical
+   link and a plain link for a reader whose browser does not follow the refresh).
 """
 import pkgutil
 import re
@@ -199,6 +202,43 @@ def _execute(nb, cwd=None, km=None, **options):
     return notebook_client(nb, cwd or ".", km=km, **options).execute()
 
 
+# old page -> new page (paths without suffix, relative to the site's root)
+MOVED = {
+    "notebooks/06_lab_checkpoint": "notebooks/06a_lab_checkpoint",
+    "notebooks/06_lab_pytorch": "notebooks/06b_lab_pytorch",
+    "notebooks/06_lab_distributed": "notebooks/06c_lab_distributed",
+}
+
+
+def redirect_page(old: str, new: str) -> str:
+    """The HTML of a page at ``old`` that sends the reader to ``new`` (both relative to the root)."""
+    depth = old.count("/")
+    target = "../" * depth + new + ".html"
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            f"<title>Moved to {new}</title>\n"
+            f"<link rel=\"canonical\" href=\"{target}\">\n"
+            f"<meta http-equiv=\"refresh\" content=\"0; url={target}\">\n"
+            f"</head><body><p>This page moved to <a href=\"{target}\">{new}</a>.</p></body></html>\n")
+
+
+def write_redirects(outdir: Path, moved: dict = MOVED) -> list[Path]:
+    """Write a redirect page for every moved page whose old address is free; return the paths."""
+    written = []
+    for old, new in moved.items():
+        path = Path(outdir) / f"{old}.html"
+        if path.exists():   # a page lives at the old address again: it wins
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(redirect_page(old, new), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _redirects(app, exception):
+    if exception is None and app.builder.format == "html":
+        write_redirects(Path(app.outdir))
+
+
 def _add_static(app):
     app.config.html_static_path.append(str(Path(__file__).parent / "static"))
 
@@ -215,4 +255,5 @@ def setup(app):
     app.connect("autodoc-process-docstring", _plain_descriptions, priority=100)
     app.connect("autodoc-process-docstring", _restore_property_docstrings, priority=900)
     app.connect("missing-reference", _short_python_refs)
+    app.connect("build-finished", _redirects)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -48,7 +48,7 @@ def _modules(notebook: str) -> list[str]:
 def _registry(notebook: str) -> dict[str, Exercise]:
     names = _modules(notebook)
     if not names:
-        known = sorted({m.name[2:4] for m in pkgutil.iter_modules([str(Path(__file__).parent)])})
+        known = sorted({m.name[2:].split("_")[0] for m in pkgutil.iter_modules([str(Path(__file__).parent)])})
         raise UnknownNameError("notebook for exercises", notebook, known)
     return {e.id: e for name in names for e in import_module(f"{__name__}.{name}").EXERCISES}
 
@@ -108,15 +108,12 @@ def ids(notebook: str) -> list[str]:
     return sorted(_registry(str(notebook)), key=lambda i: [int(p) if p.isdigit() else p for p in i.split(".")])
 
 
-# a further lab after the same notebook gets a letter of its own
-LAB_LETTERS = {"_lab_pytorch": "T", "_lab_distributed": "D"}
-
-
 def notebook_id(filename) -> str:
-    """The exercise prefix of a notebook file: its two digits (``"06"`` for
-    ``06_scaling_1000_gpus.ipynb``), with ``L`` for the lab after it (``"06L"`` for ``06_lab_checkpoint``)
-    or the letter :data:`LAB_LETTERS` gives a further lab (``"06T"`` for ``06_lab_pytorch``)."""
-    name = Path(str(filename)).name
-    rest = name[2:]
-    letter = next((v for k, v in LAB_LETTERS.items() if rest.startswith(k)), "L" if rest.startswith("_lab_") else "")
-    return name[:2] + letter
+    """The exercise prefix of a notebook file: what its name has before the first ``_``, two digits and
+    a letter for a lab that follows a chapter (``"06"`` for ``06_scaling_1000_gpus.ipynb``, ``"06b"``
+    for ``06b_lab_pytorch.ipynb``).
+
+    >>> notebook_id("notebooks/06c_lab_distributed.ipynb")
+    '06c'
+    """
+    return Path(str(filename)).name.split("_")[0]

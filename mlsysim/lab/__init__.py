@@ -1,4 +1,5 @@
-"""The checkpoint lab: a real training run, real checkpoints, real kills, measured stalls.
+"""The labs: real runs beside the models. This package is their shared core: a real training run
+in NumPy, real checkpoints, real kills, measured stalls (notebook ``06a_lab_checkpoint``).
 
 Kept apart from the formula modules (which never import it) and loaded only on
 first use (``ms.lab`` or ``import mlsysim.lab``):
@@ -23,18 +24,18 @@ first use (``ms.lab`` or ``import mlsysim.lab``):
   and disk bandwidth.
 * ``mlsysim.lab.runner`` — a killable training process (``python -m
   mlsysim.lab.runner``) that stops at a named point so that a test can SIGKILL it there.
+* ``mlsysim.lab.floors`` — the machine's memory-copy, write + fsync and read floors that every
+  engine is measured against.
 
-PyTorch is the optional extra (``pip install -e '.[torch]'``): when it is installed, the
-engines also store tensors and ``state_dict()`` structures, and four modules that import it
-(nothing else does) run the same questions on a PyTorch model:
+Two rooms build on this shared core, each a package of its own that ``import mlsysim.lab``
+does not load:
 
-* ``mlsysim.lab.torch_train`` — a small decoder-only transformer (RMSNorm, RoPE, grouped-query
-  attention, SwiGLU) with AdamW, a warm-up + cosine ``LambdaLR``, a ``DataLoader`` whose
-  sampler's position is state, and the torch, NumPy and Python random states;
-* ``mlsysim.lab.torch_engines`` — ``torch.save`` (with and without ``fsync``), DCP ``save`` and
-  ``async_save`` behind the engines' interface, each with its own loader;
-* ``mlsysim.lab.floors`` (no torch) — the machine's memory-copy, write + fsync and read floors;
-* ``mlsysim.lab.torch_compare`` — every engine on one state, beside the floors and the model,
-  with resume and flipped-byte checks.
+* :mod:`mlsysim.lab.pytorch` — the same questions on a PyTorch transformer, with ``torch.save`` and
+  DCP as baselines (PyTorch, the optional extra: ``pip install -e '.[torch]'``);
+* :mod:`mlsysim.lab.distributed` — a ``torchrun`` job: shards, a global commit, rank and node loss,
+  reshard, memory, peer and durable tiers.
+
+Imports go one way only: core <- pytorch <- distributed; the formula modules of :mod:`mlsysim`
+never import the lab, and neither ``import mlsysim`` nor ``import mlsysim.lab`` loads PyTorch.
 """
 from .train import LabConfig, Trainer, learning_rate

@@ -6,7 +6,7 @@
 * **write + fsync** — writing ``size_B`` bytes sequentially from memory to a new file in the
   checkpoint directory (16 MB ``os.write`` calls, each chunk's writeback started at once,
   then ``fsync``; :func:`write_once`); no durable save can finish sooner than
-  ``size_B / write_Bps``. :func:`~mlsysim.lab.torch_compare.compare` times it again between the
+  ``size_B / write_Bps``. :func:`~mlsysim.lab.pytorch.compare.compare` times it again between the
   engines' saves and keeps the fastest (:func:`with_write_rounds`): a shared disk drifts;
 * **read** — reading that file back in one call, once with its pages dropped from the page
   cache (``posix_fadvise(DONTNEED)``; cold) and once right after (warm). If the two are

@@ -39,8 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import MlsysimError
-from .train import corpus
+from ...errors import MlsysimError
+from ..train import corpus
 
 BYTES_PER_PARAM = 12  # fp32 weights + AdamW m + v
 
@@ -98,10 +98,10 @@ class TorchConfig:
 
     def workload(self):
         """The same shape as an :class:`mlsysim.Transformer` record (for :func:`mlsysim.checkpoint`)."""
-        from ..workloads import Transformer
+        from ...workloads import Transformer
         return Transformer(name=f"lab transformer {self.layers}x{self.d_model}", layers=self.layers,
                            d_model=self.d_model, heads=self.heads, kv_heads=self.kv_heads, d_ff=self.d_ff,
-                           vocab=self.vocab, gated_mlp=True, norm="rms", source="mlsysim.lab.torch_train",
+                           vocab=self.vocab, gated_mlp=True, norm="rms", source="mlsysim.lab.pytorch.train",
                            date="2026-11-25")
 
     @classmethod

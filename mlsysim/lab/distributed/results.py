@@ -1,9 +1,9 @@
 """The distributed lab's full-size benchmark, read without PyTorch.
 
-``benchmarks/bench_lab_dist.py --record`` stores its run as ``lab/data/dist_benchmark.json``
+``benchmarks/bench_lab_dist.py --record`` stores its run as ``lab/distributed/data/benchmark.json``
 (schema ``mlsysim.lab.dist-benchmark/1``): per world size and state size, the stall and time to
 the global commit of the sharded ``concurrent`` engine and of ``dcp.async_save``, the three
-restores with bytes read per rank, each beside :mod:`mlsysim.lab.dist_predict`'s prediction;
+restores with bytes read per rank, each beside :mod:`mlsysim.lab.distributed.predict`'s prediction;
 and at the largest size a node lost, recovered from peer memory and from durable storage.
 :func:`recorded` reads it, :func:`targets` checks the benchmark's targets on it.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from importlib.resources import files
 
-RECORD = "data/dist_benchmark.json"
+RECORD = "data/benchmark.json"
 
 
 def recorded() -> dict:

@@ -1,7 +1,7 @@
 """Where the distributed lab keeps its checkpoints: memory, peer memory, durable storage.
 
 No PyTorch here (paths, placement and the choice of a source): the torchrun worker
-(:mod:`mlsysim.lab.dist_worker`) calls these functions, and so can a test without processes.
+(:mod:`mlsysim.lab.distributed.worker`) calls these functions, and so can a test without processes.
 
 **Three tiers**, as in Gemini (Wang et al., SOSP'23) with CheckFreq's snapshot:
 
@@ -10,7 +10,7 @@ No PyTorch here (paths, placement and the choice of a source): the torchrun work
   it in the background): files under ``/dev/shm/<run>/<node>/`` (a tmpfs, so RAM that
   outlives the worker processes but not the machine; a temporary directory where there is no
   ``/dev/shm``), in the format of :mod:`mlsysim.lab.store` (CRC-32, commit record) with a
-  global record per node (:mod:`mlsysim.lab.dist_store`). A node keeps its newest complete
+  global record per node (:mod:`mlsysim.lab.distributed.shards`). A node keeps its newest complete
   checkpoint only.
 * *peer memory* — each rank also sends its shard to its counterpart on the next node (the
   same local rank, nodes in a ring; with two nodes, each other's), point to point on the
@@ -42,8 +42,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import MlsysimError
-from . import dist_store, store
+from ...errors import MlsysimError
+from .. import store
+from . import shards
 
 NODE_ENV = "MLSYSIM_NODE"
 SOURCES = ("memory", "peer-memory", "storage")
@@ -155,7 +156,7 @@ class Holding:
 
 
 def node_record(node: str, own, replicas) -> dict:
-    """What a node's memory global record adds to :func:`~mlsysim.lab.dist_store.write_global_commit`'s:
+    """What a node's memory global record adds to :func:`~mlsysim.lab.distributed.shards.write_global_commit`'s:
     the node, the ranks whose shards it wrote and those it holds as replicas.
 
     >>> node_record("node-0", (1, 0), (3, 2))
@@ -170,9 +171,9 @@ def survey(directory) -> list:
     the loader checks their size and CRC-32)."""
     d = Path(directory)
     out = []
-    for step in reversed(dist_store.global_steps(d)):
+    for step in reversed(shards.global_steps(d)):
         try:
-            rec = dist_store.read_global(d, step)
+            rec = shards.read_global(d, step)
         except store.CheckpointError:
             continue
         present = set()
@@ -236,7 +237,7 @@ class RecoveryPlan:
 
 def plan_recovery(step: int, needs, layout, holdings) -> RecoveryPlan:
     """Plan the load of memory checkpoint ``step``: ``needs[r]`` are the old ranks whose shards new
-    rank ``r`` reads (:func:`~mlsysim.lab.dist_store.files_for`), ``layout`` the node of every new
+    rank ``r`` reads (:func:`~mlsysim.lab.distributed.shards.files_for`), ``layout`` the node of every new
     rank, ``holdings`` what the live nodes hold (:func:`survey`). Each node receives each missing
     shard once (by its lowest rank that needs it), from the first node in ``layout`` order that
     holds it, sent by that node's rank ``shard mod ranks per node`` (the senders take turns).

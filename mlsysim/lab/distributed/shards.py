@@ -1,7 +1,7 @@
 """Sharded checkpoints of a distributed job: partition metadata, shard records, the global commit.
 
 No PyTorch here (pure functions and files): the torchrun worker
-(:mod:`mlsysim.lab.dist_worker`) calls them, and so can a test without processes.
+(:mod:`mlsysim.lab.distributed.worker`) calls them, and so can a test without processes.
 
 **Partition.** A sharded tensor is split along dimension 0 as ``torch.chunk`` and FSDP2's
 ``fully_shard`` split it: with ``n`` rows over ``W`` ranks each rank holds
@@ -17,7 +17,7 @@ piece in every dimension, its local shape and its placement (``"Shard(0)"`` or `
                                       (the format, CRC-32 and atomic commit of mlsysim.lab.store)
     global-<s>.commit                 the global commit record: every rank's shard record
 
-A node's memory tier (:mod:`mlsysim.lab.dist_tiers`) has the same layout, with the shards the
+A node's memory tier (:mod:`mlsysim.lab.distributed.tiers`) has the same layout, with the shards the
 node wrote and those it holds as replicas, and a global record that also names them.
 
 **Global commit.** Checkpoint *s* exists only once ``global-<s>.commit`` is durable, and rank 0
@@ -36,7 +36,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import store
+from .. import store
 
 SHARD_FORMAT = "mlsysim-lab-shard/1"
 GLOBAL_FORMAT = "mlsysim-lab-global-commit/1"
@@ -179,7 +179,7 @@ def write_global_commit(directory, step: int, records: list, run: str, extra: di
     """Rank 0, once it holds every rank's shard record of ``step``: write the global commit
     record durably (temporary file, fsync, atomic rename, directory fsync). From then on,
     checkpoint ``step`` exists. ``extra``: more keys for the record (a memory tier's node and
-    the shards it holds, :func:`mlsysim.lab.dist_tiers.node_record`)."""
+    the shards it holds, :func:`mlsysim.lab.distributed.tiers.node_record`)."""
     records = sorted(records, key=lambda r: r["rank"])
     world = records[0]["world_size"]
     if [r["rank"] for r in records] != list(range(world)) or any(r["step"] != step for r in records):

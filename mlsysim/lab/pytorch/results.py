@@ -1,17 +1,17 @@
 """The PyTorch comparison's results, read without PyTorch.
 
-:mod:`mlsysim.lab.torch_compare` runs every engine on one training state and needs the torch
+:mod:`mlsysim.lab.pytorch.compare` runs every engine on one training state and needs the torch
 extra; what a reader looks at afterwards does not. This module (no torch import) holds:
 
 * :func:`recorded` — the full-size run stored with the package
-  (``lab/data/torch_benchmark.json``, written by ``benchmarks/bench_lab_torch.py --record``);
+  (``lab/pytorch/data/benchmark.json``, written by ``benchmarks/bench_lab_torch.py --record``);
 * :func:`targets` — the benchmark's targets checked on a run (a :class:`Comparison` or its
   ``to_dict()``);
 * :func:`predicted` — what :func:`mlsysim.checkpoint` predicts for each engine on a machine of
   given rates, in the same schema as a run, so that a figure or an explorer shows a what-if
   machine exactly as it shows a measured run.
 
-Engine classes (as :func:`~mlsysim.lab.torch_compare.compare` pairs them with the model):
+Engine classes (as :func:`~mlsysim.lab.pytorch.compare.compare` pairs them with the model):
 the engines that block until durable (``torch.save+fsync``, ``dcp``, ``sync``) stall for the
 copy and the write, d + W; the engines that snapshot and persist in the background
 (``dcp-async``, ``concurrent``) stall for the copy d, and are durable after d + W;
@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 from importlib.resources import files
 
-from .engines import ENGINES as OWN_ENGINES
-from .floors import Floors
-from .predict import machine_from, predict
+from ..engines import ENGINES as OWN_ENGINES
+from ..floors import Floors
+from ..predict import machine_from, predict
 
 ENGINES = ("torch.save", "torch.save+fsync", "dcp", "dcp-async") + OWN_ENGINES
 ASYNC = ("dcp-async", "concurrent")   # snapshot, then persist in the background
@@ -33,8 +33,8 @@ NEVER_DURABLE = ("torch.save",)
 
 def recorded() -> dict:
     """The full-size run stored with the package: date, command, floors and every engine's numbers
-    (schema ``mlsysim.lab.torch-compare/1``, see :meth:`mlsysim.lab.torch_compare.Comparison.to_dict`)."""
-    return json.loads(files(__package__).joinpath("data/torch_benchmark.json").read_text(encoding="utf-8"))
+    (schema ``mlsysim.lab.torch-compare/1``, see :meth:`mlsysim.lab.pytorch.compare.Comparison.to_dict`)."""
+    return json.loads(files(__package__).joinpath("data/benchmark.json").read_text(encoding="utf-8"))
 
 
 def targets(result) -> list[tuple[str, bool, str]]:

@@ -37,10 +37,10 @@ from pathlib import Path
 
 import torch
 
-from ..errors import UnknownNameError
-from . import store
-from .engines import ENGINES as OWN_ENGINES, Engine, SaveRecord, make_engine
-from .torch_results import ENGINES
+from ...errors import UnknownNameError
+from .. import store
+from ..engines import ENGINES as OWN_ENGINES, Engine, SaveRecord, make_engine
+from .results import ENGINES
 
 ALL_ENGINES = ENGINES                    # the four baselines, then this package's two
 BASELINES = ALL_ENGINES[:4]

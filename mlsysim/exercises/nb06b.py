@@ -1,4 +1,4 @@
-"""Exercises of the PyTorch lab (``06_lab_pytorch``, after the checkpoint lab). Ids 06T.1 onwards.
+"""Exercises of the PyTorch lab (``06b_lab_pytorch``, after the checkpoint lab). Ids 06b.1 onwards.
 
 The seed study's model: a decoder-only transformer of 32 layers, width 4096, 32 heads, 8 KV
 heads, a SwiGLU feed-forward of width 6144, trained with AdamW in fp32 (12 bytes per
@@ -41,20 +41,20 @@ def _concurrent_stall() -> float:
 
 
 EXERCISES = [
-    Exercise("06T.1", "Bytes of the seed model's training state (fp32 weights and AdamW moments, 32,000-token "
+    Exercise("06b.1", "Bytes of the seed model's training state (fp32 weights and AdamW moments, 32,000-token "
              "vocabulary), as ms.checkpoint counts them", state_B, rtol=0.05, unit="B",
              hint="ms.checkpoint(ms.Transformer(...), cluster, optimizer='adamw', precision='fp32', dp=1, "
                   "zero_stage=0).size_B; gated_mlp=True for SwiGLU."),
-    Exercise("06T.2", "Effective bandwidth (B/s) of the seed study's torch.save: state size over 35 s",
+    Exercise("06b.2", "Effective bandwidth (B/s) of the seed study's torch.save: state size over 35 s",
              lambda: state_B() / SAVE_S, rtol=0.05, unit="B/s",
-             hint="Bandwidth is bytes over seconds: the state of 06T.1 over the 35 s the save took."),
-    Exercise("06T.3", "Predicted stall (s) of the concurrent engine for the seed model's state on the given "
+             hint="Bandwidth is bytes over seconds: the state of 06b.1 over the 35 s the save took."),
+    Exercise("06b.3", "Predicted stall (s) of the concurrent engine for the seed model's state on the given "
              "machine (copy 20 GB/s, write 1.5 GB/s, read 3 GB/s, 256 GB of host memory), one checkpoint every "
              "10 minutes",
              _concurrent_stall, rtol=0.05, unit="s",
              hint="predict(state, machine_from(20e9, 1.5e9, 3e9, host_memory_B=256e9), interval_s=600).concurrent_stall_s: "
                   "the write hides behind 10 minutes of compute, the copy does not."),
-    Exercise("06T.4", "Which loader refused the checkpoint with a flipped byte: 'torch.load', 'dcp' or "
+    Exercise("06b.4", "Which loader refused the checkpoint with a flipped byte: 'torch.load', 'dcp' or "
              "'load_latest'?", lambda: "load_latest",
              hint="Only a loader that checks a checksum can tell a changed byte from a right one."),
 ]

@@ -43,11 +43,11 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from ..checkpoint import EXTRAS_PER_RANK_B, StorageTier, checkpoint
-from ..collectives import broadcast_time
-from ..errors import MlsysimError, UnknownNameError, check_integer, check_positive
-from ..systems import Cluster
-from .predict import machine_from, workload
+from ...checkpoint import EXTRAS_PER_RANK_B, StorageTier, checkpoint
+from ...collectives import broadcast_time
+from ...errors import MlsysimError, UnknownNameError, check_integer, check_positive
+from ...systems import Cluster
+from ..predict import machine_from, workload
 
 SCHEMES = ("replicated", "sharded", "broadcast")
 ZERO_STAGE = {"fsdp": 3, "ddp": 0}                         # the lab's modes as ZeRO stages
@@ -82,7 +82,7 @@ def dist_machine(copy_Bps: float, write_Bps: float, read_Bps: float, link_Bps: f
 def measure_dist_machine(directory=None, size_B: float = 64e6, repeats: int = 2) -> DistMachine:
     """Measure this machine: memory copy and disk write/read (:func:`mlsysim.lab.predict.measure_machine`,
     in ``directory``, ``size_B`` bytes) and the TCP loopback (:func:`loopback_Bps`)."""
-    from .predict import measure_machine
+    from ..predict import measure_machine
     m = measure_machine(directory, size_B=size_B, repeats=repeats)
     return dist_machine(m.copy_Bps, m.write_Bps, m.read_Bps, loopback_Bps(size_B))
 

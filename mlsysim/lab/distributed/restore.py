@@ -1,16 +1,16 @@
 """Load amplification: restore the distributed lab's checkpoint three ways and count what each rank reads.
 
-Worker: ``torchrun --nproc-per-node N -m mlsysim.lab.dist_restore --dir D [--scheme S] [--make STEPS]``
+Worker: ``torchrun --nproc-per-node N -m mlsysim.lab.distributed.restore --dir D [--scheme S] [--make STEPS]``
 (PyTorch, gloo). ``D/ddp`` holds a DDP checkpoint of the lab's job (replicated state, stored once,
 by rank 0) and ``D/fsdp`` an FSDP2 one (every rank's shard), in the format of
-:mod:`mlsysim.lab.dist_worker` (``dist_run.launch(D / "ddp", N, steps, mode="ddp", stop_after=s)``
+:mod:`mlsysim.lab.distributed.worker` (``launcher.launch(D / "ddp", N, steps, mode="ddp", stop_after=s)``
 makes one); with ``--make STEPS`` the worker trains that many steps and saves both itself (the
-same :class:`~mlsysim.lab.dist_worker.Job`, sync engine and global commit). Then, for each scheme
+same :class:`~mlsysim.lab.distributed.worker.Job`, sync engine and global commit). Then, for each scheme
 in turn (``--scheme all``: the three), it overwrites every live tensor with NaN, drops the
 checkpoint's pages from the page cache, and restores:
 
 * ``replicated`` — the DDP checkpoint, read from storage by every rank
-  (:func:`~mlsysim.lab.dist_store.read_for_rank`): N times the bytes, load amplification;
+  (:func:`~mlsysim.lab.distributed.shards.read_for_rank`): N times the bytes, load amplification;
 * ``sharded`` — the FSDP checkpoint, each owner reading its own shard once;
 * ``broadcast`` — the DDP checkpoint read once by rank 0, which sends every tensor to the other
   ranks with ``torch.distributed.broadcast`` (gloo), as MegaScale does; the other ranks read only
@@ -31,8 +31,8 @@ one file still share one fetch from the disk: the device bytes show how much of 
 amplification reached the disk, the file bytes how much a shared file system would have served.
 
 Driver: :func:`measure_restores` (no PyTorch import here) launches the worker with ``torchrun`` on
-127.0.0.1 at a free port, as :func:`mlsysim.lab.dist_run.launch` does, and sets each scheme's
-measurement beside :func:`mlsysim.lab.dist_predict.predict_restore`.
+127.0.0.1 at a free port, as :func:`mlsysim.lab.distributed.launcher.launch` does, and sets each scheme's
+measurement beside :func:`mlsysim.lab.distributed.predict.predict_restore`.
 """
 from __future__ import annotations
 
@@ -53,12 +53,13 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import MlsysimError
-from ..measure import drop_page_cache
-from . import dist_store, store
-from .dist_predict import SCHEME_MODE, SCHEMES, DistMachine, RestorePrediction, JobPrediction, measure_dist_machine, \
+from ...errors import MlsysimError
+from ...measure import drop_page_cache
+from .. import store
+from . import shards
+from .predict import SCHEME_MODE, SCHEMES, DistMachine, RestorePrediction, JobPrediction, measure_dist_machine, \
     predict_job, predict_restore
-from .dist_run import LaunchError, _kill, check_world, free_port, has_torch
+from .launcher import LaunchError, _kill, check_world, free_port, has_torch
 
 MODES = ("ddp", "fsdp")
 
@@ -120,9 +121,9 @@ def _say(**event) -> None:
 
 
 def config_for(size_B: float | None, d_model: int, layers: int, steps: int):
-    """The lab's config (:func:`mlsysim.lab.dist_worker.lab_config`): ``d_model`` as given, or, with
+    """The lab's config (:func:`mlsysim.lab.distributed.worker.lab_config`): ``d_model`` as given, or, with
     ``size_B``, the multiple of 32 whose weights + AdamW moments (12 B/param) come closest to it."""
-    from .dist_worker import lab_config
+    from .worker import lab_config
     if size_B is None:
         return lab_config(steps, d_model=d_model, layers=layers)
     return min((lab_config(steps, d_model=32 * k, layers=layers) for k in range(1, 257)),
@@ -141,17 +142,17 @@ def file_checksums(directory, record: dict) -> dict:
     states = {s["rank"]: store.read_checkpoint((Path(directory) / s["file"]).parent, step)[0]
               for s in record["shards"]}
     out = {}
-    for key, pieces in dist_store.specs_of(record).items():
+    for key, pieces in shards.specs_of(record).items():
         specs = [s for _, s in pieces]
         arrays = [states[o]["tensors"][key] for o, _ in pieces]
-        full = dist_store.gather(arrays, specs, lambda shape, like=arrays[0]: torch.empty(shape, dtype=like.dtype))
+        full = shards.gather(arrays, specs, lambda shape, like=arrays[0]: torch.empty(shape, dtype=like.dtype))
         out[key] = _crc(full)
     return out
 
 
 def _read_shard(directory, record: dict, old: int):
     """Old rank ``old``'s shard file of ``record``: (state, bytes read, path), verified against the
-    global record as :func:`~mlsysim.lab.dist_store.read_for_rank` verifies it."""
+    global record as :func:`~mlsysim.lab.distributed.shards.read_for_rank` verifies it."""
     shard = record["shards"][old]
     path = Path(directory) / shard["file"]
     state, _, size = store.read_checkpoint(path.parent, record["step"])
@@ -178,16 +179,16 @@ def _scramble(job) -> None:
 
 def _make(directory: Path, mode: str, cfg, steps: int, group):
     """Train ``steps`` steps in ``mode`` and save one global checkpoint with the sync engine, as
-    :mod:`mlsysim.lab.dist_worker` does. Returns (job, CRC-32s before the save, event)."""
+    :mod:`mlsysim.lab.distributed.worker` does. Returns (job, CRC-32s before the save, event)."""
     import torch.distributed as dist
     from dataclasses import asdict
-    from .dist_worker import NEVER_PRUNE, Job
-    from .engines import make_engine
+    from .worker import NEVER_PRUNE, Job
+    from ..engines import make_engine
     rank, world = dist.get_rank(), dist.get_world_size()
     job = Job(cfg, mode)
     identity = {"format": "mlsysim", "mode": mode, "config": asdict(cfg)}
     if rank == 0:
-        dist_store.claim(directory, identity)
+        shards.claim(directory, identity)
     dist.barrier()
     for _ in range(steps):
         job.step()
@@ -196,19 +197,19 @@ def _make(directory: Path, mode: str, cfg, steps: int, group):
     step, t0, durable = job.step_count, time.perf_counter(), [float("nan")]
 
     def on_commit(s: int) -> None:
-        rec = dist_store.shard_record(directory, s, rank, world, mode, specs)
+        rec = shards.shard_record(directory, s, rank, world, mode, specs)
         records = [None] * world if rank == 0 else None
         dist.gather_object(rec, records, dst=0, group=group)
         if rank == 0:
-            dist_store.write_global_commit(directory, s, records, json.dumps(identity, sort_keys=True))
+            shards.write_global_commit(directory, s, records, json.dumps(identity, sort_keys=True))
             durable[0] = time.perf_counter() - t0
 
-    engine = make_engine("sync", dist_store.rank_dir(directory, rank), keep=NEVER_PRUNE, on_commit=on_commit)
+    engine = make_engine("sync", shards.rank_dir(directory, rank), keep=NEVER_PRUNE, on_commit=on_commit)
     stall = engine.save(step, state)
     engine.close()
     stalls = [None] * world
     dist.all_gather_object(stalls, stall, group=group)
-    files = [s["size_B"] for s in dist_store.read_global(directory, step)["shards"]] if rank == 0 else None
+    files = [s["size_B"] for s in shards.read_global(directory, step)["shards"]] if rank == 0 else None
     event = {"made": mode, "step": step, "params": cfg.params, "state_B": cfg.state_B, "d_model": cfg.d_model,
              "layers": cfg.layers, "save_s": stalls, "durable_s": durable[0], "file_B": files}
     return job, saved, event
@@ -216,9 +217,9 @@ def _make(directory: Path, mode: str, cfg, steps: int, group):
 
 def _open(directory: Path, mode: str):
     """A job of the config that ``directory``'s run was trained with (its ``run.json``)."""
-    from .dist_worker import Job
-    from .torch_train import TorchConfig
-    identity = json.loads((directory / dist_store.RUN_FILE).read_text())
+    from .worker import Job
+    from ..pytorch.train import TorchConfig
+    identity = json.loads((directory / shards.RUN_FILE).read_text())
     if identity.get("format") != "mlsysim" or identity.get("mode") != mode:
         raise MlsysimError(f"{directory} holds a {identity.get('format')} {identity.get('mode')} run, "
                            f"not this lab's {mode} checkpoints")
@@ -231,10 +232,10 @@ def _restore(scheme: str, directory: Path, job, expected: dict, saved: dict | No
     import torch
     import torch.distributed as dist
     rank, world = dist.get_rank(), dist.get_world_size()
-    steps = dist_store.global_steps(directory)
+    steps = shards.global_steps(directory)
     if not steps:
         raise MlsysimError(f"{directory} holds no global checkpoint (make one with --make)")
-    record = dist_store.read_global(directory, steps[-1])
+    record = shards.read_global(directory, steps[-1])
     step = record["step"]
     paths = [directory / s["file"] for s in record["shards"]]
     _scramble(job)
@@ -249,9 +250,9 @@ def _restore(scheme: str, directory: Path, job, expected: dict, saved: dict | No
     dist.barrier()
     dev0, t0 = device_read_B(), time.perf_counter()
     if scheme == "broadcast":
-        only0 = sorted(k for k, pieces in dist_store.specs_of(record).items() if {o for o, _ in pieces} == {0})
+        only0 = sorted(k for k, pieces in shards.specs_of(record).items() if {o for o, _ in pieces} == {0})
         if rank == 0:
-            got = dist_store.read_for_rank(directory, record, world, rank, _empty)
+            got = shards.read_for_rank(directory, record, world, rank, _empty)
             bufs, nbytes, files = {k: got.tensors[k] for k in only0}, got.bytes_read, got.files
         else:
             own, nbytes, path = _read_shard(directory, record, rank)
@@ -262,11 +263,11 @@ def _restore(scheme: str, directory: Path, job, expected: dict, saved: dict | No
             w.wait()
         t_bcast = time.perf_counter()
         if rank:
-            got = dist_store.RankLoad(step=step, tensors={**own["tensors"], **bufs}, shared=own["shared"],
+            got = shards.RankLoad(step=step, tensors={**own["tensors"], **bufs}, shared=own["shared"],
                                       rank_state=own["rank_state"], files=files, bytes_read=nbytes)
         job.load(got)
     else:
-        got = dist_store.read_for_rank(directory, record, world, rank, _empty)
+        got = shards.read_for_rank(directory, record, world, rank, _empty)
         nbytes, files = got.bytes_read, got.files
         t_read = t_bcast = time.perf_counter()
         job.load(got)
@@ -298,7 +299,7 @@ def _restore(scheme: str, directory: Path, job, expected: dict, saved: dict | No
 
 
 def parse_schemes(text: str) -> tuple:
-    """``"all"`` or a comma-separated list of :data:`~mlsysim.lab.dist_predict.SCHEMES`."""
+    """``"all"`` or a comma-separated list of :data:`~mlsysim.lab.distributed.predict.SCHEMES`."""
     names = SCHEMES if text == "all" else tuple(s.strip() for s in text.split(","))
     bad = [s for s in names if s not in SCHEMES]
     if bad or not names:
@@ -307,7 +308,7 @@ def parse_schemes(text: str) -> tuple:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="torchrun ... -m mlsysim.lab.dist_restore")
+    p = argparse.ArgumentParser(prog="torchrun ... -m mlsysim.lab.distributed.restore")
     p.add_argument("--dir", required=True, help="holds ddp/ and fsdp/ (the checkpoints of each mode)")
     p.add_argument("--scheme", default="all", help="all, or a comma-separated list of " + ", ".join(SCHEMES))
     p.add_argument("--make", type=int, default=0, help="first train this many steps and save (0: restore only)")
@@ -325,7 +326,7 @@ def main(argv=None) -> int:
     from datetime import timedelta
 
     import torch.distributed as dist
-    from .dist_worker import init
+    from .worker import init
     _store = init(0, timedelta(seconds=a.timeout))   # noqa: F841  (kept alive with the group)
     rank = dist.get_rank()
     _say(start=0, rank=rank, pid=os.getpid())
@@ -342,7 +343,7 @@ def main(argv=None) -> int:
                 _say(**event)
         else:
             jobs[mode] = _open(d, mode)
-        expected[mode] = file_checksums(d, dist_store.read_global(d, dist_store.global_steps(d)[-1])) \
+        expected[mode] = file_checksums(d, shards.read_global(d, shards.global_steps(d)[-1])) \
             if rank == 0 else None
         box = [expected[mode]]
         dist.broadcast_object_list(box, src=0, group=group)
@@ -361,15 +362,15 @@ def main(argv=None) -> int:
 
 # --- the driver (no PyTorch here) -------------------------------------------------------------------
 def run_worker(args: list, nproc: int, timeout_s: float = 300.0) -> list[dict]:
-    """Run ``torchrun --nproc-per-node nproc -m mlsysim.lab.dist_restore *args`` on 127.0.0.1 at a free
+    """Run ``torchrun --nproc-per-node nproc -m mlsysim.lab.distributed.restore *args`` on 127.0.0.1 at a free
     port and return its JSON events; every process it started is SIGKILLed by its pid before it
-    returns. :class:`~mlsysim.lab.dist_run.LaunchError` if it fails or runs past ``timeout_s``."""
+    returns. :class:`~mlsysim.lab.distributed.launcher.LaunchError` if it fails or runs past ``timeout_s``."""
     if not has_torch():
         raise LaunchError("the distributed lab needs PyTorch, the optional extra: pip install -e '.[torch]'")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
            "--max-restarts", "0", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
            "--rdzv-id", f"mlsysim-restore-{os.getpid()}-{time.time_ns()}", "--monitor-interval", "0.2",
-           "-m", "mlsysim.lab.dist_restore", *map(str, args)]
+           "-m", "mlsysim.lab.distributed.restore", *map(str, args)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TORCHELASTIC_ERROR_FILE": "",
            "LOGLEVEL": "ERROR"}
     err = tempfile.TemporaryFile()
@@ -463,7 +464,7 @@ class SchemeRestore:
 @dataclass(frozen=True)
 class ModeSave:
     """The checkpoint saved in one mode: its stall (slowest rank's sync save) and time to the global
-    commit, beside :func:`~mlsysim.lab.dist_predict.predict_job`'s sync stall and durable time."""
+    commit, beside :func:`~mlsysim.lab.distributed.predict.predict_job`'s sync stall and durable time."""
 
     mode: str
     step: int
@@ -537,7 +538,7 @@ def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int =
                      schemes=SCHEMES, drop_cache: bool = True, timeout_s: float = 300.0) -> RestoreComparison:
     """Save the lab's job in DDP and FSDP mode at ``nproc`` ranks after ``steps`` steps, restore it with
     each of ``schemes`` (one ``torchrun`` launch), and set each beside the prediction for ``machine``
-    (default: measured here, :func:`~mlsysim.lab.dist_predict.measure_dist_machine`).
+    (default: measured here, :func:`~mlsysim.lab.distributed.predict.measure_dist_machine`).
 
     ``size_B``: pick the width whose state is closest to it (else ``d_model``); ``schemes``: names or
     ``"all"``; ``repeats``: each scheme's fastest (verified only if every repeat was); ``directory``: an empty or new directory to write in (default: a temporary

@@ -1,8 +1,8 @@
 """Every engine on one PyTorch training state, in one run, beside the machine's floors.
 
 Needs the optional extra (``pip install -e .[torch]``). :func:`compare` trains the lab's
-transformer (:mod:`mlsysim.lab.torch_train`) for two steps, then checkpoints that one
-state with each engine of :data:`~mlsysim.lab.torch_engines.ALL_ENGINES`:
+transformer (:mod:`mlsysim.lab.pytorch.train`) for two steps, then checkpoints that one
+state with each engine of :data:`~mlsysim.lab.pytorch.engines.ALL_ENGINES`:
 
 1. **Save.** One untimed warm-up save per engine, then ``repeats`` timed rounds; in each
    round every engine saves once, in a rotated order (a shared disk drifts: no engine
@@ -42,15 +42,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import MlsysimError, UnknownNameError
-from ..measure import drop_page_cache
-from ..tables import Table
-from . import store
-from .floors import Floors, measure_floors, with_write_rounds, write_once
-from .predict import machine_from, predict
-from .torch_engines import ALL_ENGINES, load_latest, make, newest_path
-from .torch_results import ASYNC, recorded, targets  # noqa: F401  (read without torch; used from here too)
-from .torch_train import TorchConfig, TorchTrainer
+from ...errors import MlsysimError, UnknownNameError
+from ...measure import drop_page_cache
+from ...tables import Table
+from .. import store
+from ..floors import Floors, measure_floors, with_write_rounds, write_once
+from ..predict import machine_from, predict
+from .engines import ALL_ENGINES, load_latest, make, newest_path
+from .results import ASYNC, recorded, targets  # noqa: F401  (read without torch; used from here too)
+from .train import TorchConfig, TorchTrainer
 
 RESUME_STEPS = 2
 
@@ -216,7 +216,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             cfg: TorchConfig | None = None, floors: Floors | None = None, progress=None) -> Comparison:
     """Checkpoint one PyTorch training state with every engine (see the module's text).
 
-    ``cfg`` (default :meth:`~mlsysim.lab.torch_train.TorchConfig.for_size` of ``size_B``)
+    ``cfg`` (default :meth:`~mlsysim.lab.pytorch.train.TorchConfig.for_size` of ``size_B``)
     sets the model; ``floors`` reuses an earlier measurement; ``directory`` (default: a
     temporary one) receives one folder per engine and must not hold checkpoints already;
     ``progress(message)`` is told what is running.

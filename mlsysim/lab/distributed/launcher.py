@@ -2,7 +2,7 @@
 
 No PyTorch import here (the workers import it): :func:`run_distributed` starts one
 ``python -m torch.distributed.run`` (torchrun) agent per node, with a c10d rendezvous on
-``127.0.0.1`` at a free port, reads the JSON lines of :mod:`mlsysim.lab.dist_worker`, SIGKILLs
+``127.0.0.1`` at a free port, reads the JSON lines of :mod:`mlsysim.lab.distributed.worker`, SIGKILLs
 the rank that paused at a named point (or a random rank at a random time), or a whole node,
 lets ``--max-restarts`` restart the group, and compares every loss after the resume with an
 uninterrupted run's. Every process it starts is killed by its pid before it returns, whatever
@@ -42,8 +42,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import MlsysimError
-from . import dist_store, dist_tiers
+from ...errors import MlsysimError
+from . import shards, tiers
 
 ENGINES = ("sync", "concurrent", "dcp", "dcp-async")
 MODES = ("fsdp", "ddp")
@@ -194,7 +194,7 @@ def _wait_gone(pids, timeout_s: float = 30.0) -> bool:
 class NodeLoss:
     """A node lost at ``point`` of ``step`` (``memory``: once memory checkpoint ``step`` is complete
     on every node; ``stored``: then once durable storage holds it too; or another point of
-    :mod:`mlsysim.lab.dist_worker`): its first rank pauses there, then the driver SIGKILLs its
+    :mod:`mlsysim.lab.distributed.worker`): its first rank pauses there, then the driver SIGKILLs its
     agent and every worker and erases its memory tier. ``memory_too``: the other nodes' workers
     are SIGKILLed as well and their memory tiers erased (both copies of the lost node's shards
     gone, the job must read durable storage)."""
@@ -331,7 +331,7 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
     rng = random.Random(seed)
     root = None
     if memory:
-        root = Path(memory_root) if memory_root is not None else dist_tiers.make_memory_root()
+        root = Path(memory_root) if memory_root is not None else tiers.make_memory_root()
         root.mkdir(parents=True, exist_ok=True)
     victims = {f"node-{1 + i}": loss for i, loss in enumerate(node_losses)}
     args = _worker_args(directory, steps, every, engine, mode, keep, seed, stop_after, checksums, persist_every,
@@ -350,8 +350,8 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", nnodes, "--nproc-per-node", str(nproc),
                "--max-restarts", str(restarts), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                "--rdzv-id", run_id, "--rdzv-conf", f"{conf},is_host={host}", "--local-addr", "127.0.0.1",
-               "--monitor-interval", "0.2", "-m", "mlsysim.lab.dist_worker", *args]
-        agent = _Agent(name, cmd, {**env, dist_tiers.NODE_ENV: name}, marker)
+               "--monitor-interval", "0.2", "-m", "mlsysim.lab.distributed.worker", *args]
+        agent = _Agent(name, cmd, {**env, tiers.NODE_ENV: name}, marker)
         agents[name] = agent
         out.nodes.append(name)
         out.nodes.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
@@ -363,7 +363,7 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
         agents[name].kill()
         agents[name].lost = True
         if root is not None:
-            shutil.rmtree(dist_tiers.node_dir(root, name), ignore_errors=True)
+            shutil.rmtree(tiers.node_dir(root, name), ignore_errors=True)
         if loss.memory_too:
             for other in [a for a in agents.values() if not a.lost]:
                 alive = [p for p in other.workers if ours(p, marker)]
@@ -372,7 +372,7 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
                 if not _wait_gone(alive):
                     raise LaunchError(f"the workers of {other.name} did not end within 30 s of SIGKILL")
                 if root is not None:
-                    shutil.rmtree(dist_tiers.node_dir(root, other.name), ignore_errors=True)
+                    shutil.rmtree(tiers.node_dir(root, other.name), ignore_errors=True)
         out.killed.append((attempt, "node", step, name))
         out.kill_times.append(t_kill)
         if replace:
@@ -508,7 +508,7 @@ class DistributedRun:
     seconds until the job had resumed, as the driver saw them (detection, rendezvous, new processes
     and the recovery itself). ``reference_losses``: the
     uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``: what
-    :mod:`mlsysim.lab.dist_predict` predicts for this job on this machine (with ``predict=True``)."""
+    :mod:`mlsysim.lab.distributed.predict` predicts for this job on this machine (with ``predict=True``)."""
 
     engine: str
     mode: str
@@ -606,7 +606,7 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
     With ``reshard_to`` (and no kill) a run stopped halfway and continued at ``reshard_to`` ranks
     on one node. ``memory``: the memory and peer-memory tiers (this package's engines); every
     ``persist_every``-th checkpoint also goes to durable storage. ``predict``: measure this
-    machine and add :mod:`mlsysim.lab.dist_predict`'s prediction for the job. ``reference``: the
+    machine and add :mod:`mlsysim.lab.distributed.predict`'s prediction for the job. ``reference``: the
     result of an earlier call for the same job (engine, mode, nodes, ranks, steps, checkpoints,
     seed, model), whose uninterrupted run is reused instead of launched again. ``directory``: where
     the runs write (default: a temporary one, removed afterwards)."""
@@ -632,11 +632,11 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
     own_tmp = directory is None
     base = Path(tempfile.mkdtemp(prefix="mlsysim-dist-")) if own_tmp else Path(directory)
     memory = memory and engine in ("sync", "concurrent")
-    root = dist_tiers.make_memory_root() if memory else None
+    root = tiers.make_memory_root() if memory else None
     try:
         for sub in ("reference", "killed", "reshard"):
             d = base / sub
-            if d.exists() and any(d.iterdir()) and not (d / dist_store.RUN_FILE).exists():
+            if d.exists() and any(d.iterdir()) and not (d / shards.RUN_FILE).exists():
                 raise MlsysimError(f"{d} holds files this lab did not write; use another directory")
         kw = {"every": every, "engine": engine, "mode": mode, "seed": seed, "persist_every": persist_every,
               "d_model": d_model, "layers": layers, "memory": memory, "timeout_s": timeout_s}
@@ -744,10 +744,10 @@ def _check_reference(reference, **want) -> None:
 
 
 def _predict(events, world: int, mode: str, every: int, directory) -> dict:
-    """:func:`mlsysim.lab.dist_predict.predict_job` for the job's state (12 B per parameter) on this
+    """:func:`mlsysim.lab.distributed.predict.predict_job` for the job's state (12 B per parameter) on this
     machine (measured in ``directory``), checkpointed every ``every`` steps of the measured median
     step time."""
-    from .dist_predict import measure_dist_machine, predict_job
+    from .predict import measure_dist_machine, predict_job
     params = next(e["params"] for e in events if "params" in e)
     step_s = _median([e.get("step_s") for e in events if "loss" in e])
     machine = measure_dist_machine(directory, size_B=16e6)

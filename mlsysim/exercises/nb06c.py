@@ -1,4 +1,4 @@
-"""Exercises of the distributed checkpoint lab (``06_lab_distributed``). Ids 06D.1 onwards.
+"""Exercises of the distributed checkpoint lab (``06c_lab_distributed``). Ids 06c.1 onwards.
 
 The given job: Llama-3-70B trained with mixed-precision AdamW (14 B per parameter) on 128
 DGX H100 nodes (1,024 GPUs) with TP 8 x PP 4 x DP 32 and ZeRO-1: the fp32 master weights and
@@ -43,19 +43,19 @@ def restore_without_broadcast_s() -> float:
 
 
 EXERCISES = [
-    Exercise("06D.1", "Bytes the busiest rank writes per checkpoint of Llama-3-70B (mixed-precision AdamW) on "
+    Exercise("06c.1", "Bytes the busiest rank writes per checkpoint of Llama-3-70B (mixed-precision AdamW) on "
              "1,024 H100s, TP 8 x PP 4 x DP 32, ZeRO-1", lambda: job().rank_B, rtol=0.03, unit="B",
              hint="ms.checkpoint('llama-3-70b', ms.cluster('dgx-h100', nodes=128), tp=8, pp=4, zero_stage=1)"
                   ".rank_B: replicated / (tp pp) + sharded / (tp pp dp) + 16 KB."),
-    Exercise("06D.2", "Load amplification of the same job when every rank reads its own piece from storage "
+    Exercise("06c.2", "Load amplification of the same job when every rank reads its own piece from storage "
              "(no broadcast): bytes read over the checkpoint's size", amplification, rtol=0.03,
              hint="The replicated bf16 weights are read once per data-parallel replica (32 times); the "
                   "sharded master weights, moments and per-rank extras once."),
-    Exercise("06D.3", "Time (s) to restore the job's checkpoint from Tectonic, one read per data-parallel "
+    Exercise("06c.3", "Time (s) to restore the job's checkpoint from Tectonic, one read per data-parallel "
              "group and a broadcast of the replicated part, as ms.checkpoint models it",
              lambda: job().restore_s, rtol=0.03, unit="s",
              hint="ms.checkpoint(..., storage='tectonic').restore_s: read + copy to the GPU + broadcast."),
-    Exercise("06D.4", "Time (s) to restore it from Tectonic when every rank reads its own piece (no broadcast)",
+    Exercise("06c.4", "Time (s) to restore it from Tectonic when every rank reads its own piece (no broadcast)",
              restore_without_broadcast_s, rtol=0.03, unit="s",
              hint="ms.storage_tier('tectonic').read_s(total bytes read, bytes the busiest node reads) + "
                   "rank_B / host link; the busiest node's 8 GPUs read rank_B each."),

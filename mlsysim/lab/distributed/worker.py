@@ -1,11 +1,11 @@
-"""One rank of the distributed lab's job: ``torchrun --nproc-per-node N -m mlsysim.lab.dist_worker``.
+"""One rank of the distributed lab's job: ``torchrun --nproc-per-node N -m mlsysim.lab.distributed.worker``.
 
 Needs the optional extra (PyTorch). Every rank builds the lab's transformer
-(:class:`~mlsysim.lab.torch_train.TinyDecoder`) from the same seed, then either shards it with
+(:class:`~mlsysim.lab.pytorch.train.TinyDecoder`) from the same seed, then either shards it with
 FSDP2 (``--mode fsdp``: ``fully_shard`` on each block and on the root, so every rank holds
 ``ceil(rows / N)`` rows of each parameter and of AdamW's two moments) or replicates it with
 DDP (``--mode ddp``). The global batch of ``batch`` windows comes from the lab's
-:class:`~mlsysim.lab.torch_train.ResumableSampler` (seeded, resumable); rank ``r`` trains on
+:class:`~mlsysim.lab.pytorch.train.ResumableSampler` (seeded, resumable); rank ``r`` trains on
 its ``batch / N`` windows ``[r b/N, (r + 1) b/N)``, so a run at N = 4 and one at N = 2 see
 the same data at every step. Gradients are averaged over the ranks (FSDP2's reduce-scatter,
 DDP's all-reduce) and the step's loss is the mean of the ranks' losses (an all-reduce), so
@@ -16,14 +16,14 @@ Checkpoints every ``--every`` steps with ``--engine``:
 
 * ``sync`` / ``concurrent`` — this package's engines (:mod:`mlsysim.lab.engines`), one per
   rank, each writing only the rank's own shard (the local tensors of the DTensors and its
-  part of the optimizer state) into ``rank-<r>/`` (:mod:`mlsysim.lab.dist_store`). Once a
+  part of the optimizer state) into ``rank-<r>/`` (:mod:`mlsysim.lab.distributed.shards`). Once a
   rank's shard is durable, it sends its shard record to rank 0 (``gather_object`` on a
   process group of its own, so that a background writer never interleaves with training's
   collectives); rank 0 writes the global commit record, then prunes.
 * ``dcp`` / ``dcp-async`` — PyTorch's ``dcp.save`` / ``dcp.async_save`` of ``get_state_dict``
-  (through :class:`~mlsysim.lab.torch_engines.DcpEngine`), loaded with DCP's own resharding.
+  (through :class:`~mlsysim.lab.pytorch.engines.DcpEngine`), loaded with DCP's own resharding.
 
-**Tiers** (:mod:`mlsysim.lab.dist_tiers`; with ``--memory-root`` and this package's engines).
+**Tiers** (:mod:`mlsysim.lab.distributed.tiers`; with ``--memory-root`` and this package's engines).
 At every checkpoint a second engine of the same kind writes the rank's shard into its node's
 memory tier, ``<memory-root>/<node>/rank-<r>/`` (the node is ``$MLSYSIM_NODE``, set per agent):
 ``concurrent`` snapshots it in the training loop and does the rest in the background. Once the
@@ -39,12 +39,12 @@ prunes the node's older checkpoints, and a barrier makes the checkpoint complete
 each node holds. The newest memory checkpoint that the live nodes hold completely and that is
 not older than the newest durable global commit is loaded from memory: a shard missing on a
 node (a replacement joins with an empty memory tier) is first read by a rank of a node that
-holds it and sent point to point (:func:`mlsysim.lab.dist_tiers.plan_recovery`); each rank
+holds it and sent point to point (:func:`mlsysim.lab.distributed.tiers.plan_recovery`); each rank
 then reads and verifies (size, CRC-32) what it needs from its own node's memory. Else the job
 reads the newest global checkpoint of durable storage that every rank verifies (dropping the
 files' cached pages first, as on a machine that never held them), skipping one that a rank
 cannot verify with a warning naming the shard; else it starts from scratch. Any world size
-can load any checkpoint (FSDP's rows are re-cut, :func:`mlsysim.lab.dist_store.read_for_rank`).
+can load any checkpoint (FSDP's rows are re-cut, :func:`mlsysim.lab.distributed.shards.read_for_rank`).
 Bytes are counted per tier: read from durable storage, read from memory, received from a peer.
 
 Output: JSON lines on stdout. Every rank prints ``{"start": attempt, "rank": r, "pid": p,
@@ -68,7 +68,7 @@ node); for a node only, ``stored`` (``memory``, and durable storage holds the gl
 the newest checkpoint up to this one that goes there). ``-`` skips an attempt.
 ``--node-pause NODE=POINT@STEP[,...]`` stops the first rank of node NODE there, whatever the
 attempt, so that the driver can take the whole node down there.
-Under :mod:`mlsysim.lab.dist_run` (torchrun with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``)
+Under :mod:`mlsysim.lab.distributed.launcher` (torchrun with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``)
 rank 0 hosts a new store for the workers in every round of the rendezvous (:func:`init`); the
 agents of two nodes count their restarts apart, so the attempt is the largest count.
 """
@@ -91,10 +91,11 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from . import dist_store, dist_tiers, store
-from .engines import make_engine
-from .runner import _say
-from .torch_train import (ResumableSampler, TinyDecoder, TorchConfig, Windows, _Schedule, deterministic,
+from .. import store
+from . import shards, tiers
+from ..engines import make_engine
+from ..runner import _say
+from ..pytorch.train import (ResumableSampler, TinyDecoder, TorchConfig, Windows, _Schedule, deterministic,
                           rng_state, set_rng_state)
 
 POINTS = ("step", "between", "snapshot", "persist", "shard", "commit", "memory", "stored")
@@ -113,7 +114,7 @@ def lab_config(steps: int, batch: int = 8, seed: int = 0, d_model: int = 32, lay
 
 
 def fast_deterministic(threads: int) -> None:
-    """:func:`~mlsysim.lab.torch_train.deterministic` without its 2 s import of TorchInductor's
+    """:func:`~mlsysim.lab.pytorch.train.deterministic` without its 2 s import of TorchInductor's
     config (``torch.use_deterministic_algorithms`` sets a flag there; eager mode does not need it):
     deterministic kernels and ``threads`` CPU threads. Falls back to it where the flag moved."""
     setter = getattr(torch._C, "_set_deterministic_algorithms", None)
@@ -204,13 +205,13 @@ class Job:
         local, specs = {}, {}
         for key, t in self.tensors().items():
             if isinstance(t, DTensor):
-                spec = dist_store.partition(t.shape, self.world)[self.rank]
+                spec = shards.partition(t.shape, self.world)[self.rank]
                 piece = t.to_local()
                 if tuple(piece.shape) != spec.local_shape or t.placements != (Shard(0),):
                     raise RuntimeError(f"{key}: FSDP2 holds {tuple(piece.shape)} as {t.placements}, "
                                        f"the partition says {spec}")
             else:
-                spec = dist_store.partition(t.shape, self.world, dist_store.REPLICATE)[self.rank]
+                spec = shards.partition(t.shape, self.world, shards.REPLICATE)[self.rank]
                 piece = t
                 if spec.local_shape != tuple(t.shape):
                     continue                    # replicated: rank 0 stores it
@@ -218,7 +219,7 @@ class Job:
         state = {"tensors": local, "shared": self.shared(), "rank_state": {"rng": rng_state()}}
         return state, specs
 
-    def load(self, got: dist_store.RankLoad) -> None:
+    def load(self, got: shards.RankLoad) -> None:
         """Copy a rank's pieces into the live (sharded) tensors, then the schedule, sampler, learning rates."""
         from torch.distributed.tensor import DTensor
         cfg = TorchConfig(**got.shared["config"])
@@ -289,13 +290,13 @@ def _warn(msg: str) -> None:
 
 def read_storage(directory, job: Job, group, cold: bool = False):
     """Read (not yet load) the newest global checkpoint of durable storage that every rank verifies:
-    its :class:`~mlsysim.lab.dist_store.RankLoad` for this rank, or None. ``cold``: drop the files'
+    its :class:`~mlsysim.lab.distributed.shards.RankLoad` for this rank, or None. ``cold``: drop the files'
     cached pages before reading them."""
-    for step in reversed(dist_store.global_steps(directory)):
+    for step in reversed(shards.global_steps(directory)):
         error, got = None, None
         try:
-            record = dist_store.read_global(directory, step)
-            got = dist_store.read_for_rank(directory, record, job.world, job.rank, _empty, cold=cold)
+            record = shards.read_global(directory, step)
+            got = shards.read_for_rank(directory, record, job.world, job.rank, _empty, cold=cold)
         except store.CheckpointError as e:
             error = str(e)
         bad = _agree(error, group)
@@ -319,7 +320,7 @@ def resume(directory, job: Job, group, cold: bool = False) -> tuple[int | None, 
 
 
 class MemoryTier:
-    """This rank's part of the memory and peer-memory tiers (:mod:`mlsysim.lab.dist_tiers`): its
+    """This rank's part of the memory and peer-memory tiers (:mod:`mlsysim.lab.distributed.tiers`): its
     node's directory, the peer that holds its replica, the rank whose replica it holds, and an
     engine of the run's kind (``concurrent``: the snapshot in the training loop, the rest in the
     background) that writes the shard into the node's memory and then, in :meth:`_commit`,
@@ -328,25 +329,25 @@ class MemoryTier:
     def __init__(self, root, node: str, layout: tuple, group, run_id: str, mode: str, kind: str, hook):
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.node, self.layout, self.group, self.run_id, self.mode = node, layout, group, run_id, mode
-        self.dir = dist_tiers.node_dir(root, node)
+        self.dir = tiers.node_dir(root, node)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.peer = dist_tiers.peer(layout, self.rank)
-        self.source = dist_tiers.replica_source(layout, self.rank)
-        ranks = dist_tiers.node_ranks(layout)[node]
+        self.peer = tiers.peer(layout, self.rank)
+        self.source = tiers.replica_source(layout, self.rank)
+        ranks = tiers.node_ranks(layout)[node]
         self.lead = self.rank == ranks[0]                        # writes the node's record
         self.own = ranks
-        self.replicas = tuple(dist_tiers.replica_source(layout, r) for r in ranks) if self.peer is not None else ()
+        self.replicas = tuple(tiers.replica_source(layout, r) for r in ranks) if self.peer is not None else ()
         self.hook = hook
         self.transfer_s = 0.0                                    # of the last recovery
         self.specs: dict = {}
         self.started: dict = {}
         self.seconds: dict = {}                                  # step -> seconds until complete on every node
         extra = {"buffers": 2, "writers": 1} if kind == "concurrent" else {}
-        self.engine = make_engine(kind, dist_store.rank_dir(self.dir, self.rank), keep=NEVER_PRUNE,
+        self.engine = make_engine(kind, shards.rank_dir(self.dir, self.rank), keep=NEVER_PRUNE,
                                   on_commit=self._commit, **extra)
 
     def _write(self, owner: int, step: int, data: np.ndarray) -> None:
-        d = dist_store.rank_dir(self.dir, owner)
+        d = shards.rank_dir(self.dir, owner)
         d.mkdir(exist_ok=True)
         size, crc = store.write_durable(d / store.data_name(step), [data])
         store.commit(d, step, size, crc)
@@ -370,15 +371,15 @@ class MemoryTier:
     def _commit(self, step: int) -> None:
         """The engine's ``on_commit``: this rank's shard is in its node's memory; replicate it, record it."""
         if self.peer is not None:
-            path = dist_store.rank_dir(self.dir, self.rank) / store.data_name(step)
+            path = shards.rank_dir(self.dir, self.rank) / store.data_name(step)
             self._write(self.source, step, self._exchange(np.fromfile(path, dtype=np.uint8)))
-        rec = dist_store.shard_record(self.dir, step, self.rank, self.world, self.mode, self.specs.pop(step))
+        rec = shards.shard_record(self.dir, step, self.rank, self.world, self.mode, self.specs.pop(step))
         records = [None] * self.world
         dist.all_gather_object(records, rec, group=self.group)   # every rank's files are written
         if self.lead:
-            dist_store.write_global_commit(self.dir, step, records, self.run_id,
-                                           extra=dist_tiers.node_record(self.node, self.own, self.replicas))
-            dist_store.prune(self.dir, keep=1)
+            shards.write_global_commit(self.dir, step, records, self.run_id,
+                                           extra=tiers.node_record(self.node, self.own, self.replicas))
+            shards.prune(self.dir, keep=1)
         dist.barrier(group=self.group)                           # every node's record is written
         self.seconds[step] = time.perf_counter() - self.started.pop(step)
         if self.rank == 0:
@@ -431,7 +432,7 @@ class MemoryTier:
                     work = dist.irecv(bufs[(i + 1) % 2][:nhi - nlo], src, group=self.group)
                 yield bufs[i % 2][:hi - lo].numpy()
 
-        d = dist_store.rank_dir(self.dir, shard)
+        d = shards.rank_dir(self.dir, shard)
         d.mkdir(exist_ok=True)
         got, crc = store.write_durable(d / store.data_name(step), arriving())
         if got != size or crc != record["shards"][shard]["crc32"]:
@@ -441,12 +442,12 @@ class MemoryTier:
 
     def read(self, holdings: list, records: dict, storage_step: int | None):
         """Read (not yet load) the newest memory checkpoint the live nodes hold completely, sending and
-        receiving the shards a node lacks; returns (:class:`~mlsysim.lab.dist_store.RankLoad`, source,
+        receiving the shards a node lacks; returns (:class:`~mlsysim.lab.distributed.shards.RankLoad`, source,
         memory bytes, peer bytes), or None (then durable storage)."""
-        for step in dist_tiers.memory_candidates(holdings, storage_step):
+        for step in tiers.memory_candidates(holdings, storage_step):
             record = records[step]
-            needs = [set(dist_store.files_for(record, self.world, r)) for r in range(self.world)]
-            plan = dist_tiers.plan_recovery(step, needs, self.layout, holdings)
+            needs = [set(shards.files_for(record, self.world, r)) for r in range(self.world)]
+            plan = tiers.plan_recovery(step, needs, self.layout, holdings)
             mem_B = peer_B = 0
             error, got = None, None
             t0 = time.perf_counter()
@@ -461,7 +462,7 @@ class MemoryTier:
                 dist.barrier(group=self.group)        # every received file is written
                 self.transfer_s = time.perf_counter() - t0
                 if error is None:
-                    got = dist_store.read_for_rank(self.dir, record, self.world, self.rank, _empty, mapped=True)
+                    got = shards.read_for_rank(self.dir, record, self.world, self.rank, _empty, mapped=True)
             except store.CheckpointError as e:
                 error = str(e)
             bad = _agree(error, self.group)
@@ -472,7 +473,7 @@ class MemoryTier:
         return None
 
 
-def recover(directory, job: Job, tiers: MemoryTier | None, group) -> dict:
+def recover(directory, job: Job, memory_tier: MemoryTier | None, group) -> dict:
     """Resume ``job``: from memory (own node, or a peer's replica), else durable storage, else
     nothing. Returns rank 0's event: step, source, bytes per rank and tier, and the slowest rank's
     seconds in all and by phase (``survey``: what the nodes hold; ``transfer``: the shards sent to
@@ -481,17 +482,17 @@ def recover(directory, job: Job, tiers: MemoryTier | None, group) -> dict:
     world = job.world
     t0 = time.perf_counter()
     holdings, records = [], {}
-    if tiers is not None:
-        mine = dist_tiers.survey(tiers.dir) if tiers.lead else []
+    if memory_tier is not None:
+        mine = tiers.survey(memory_tier.dir) if memory_tier.lead else []
         everyone = [None] * world
         dist.all_gather_object(everyone, mine, group=group)
         for part in everyone:
             for h, rec in part:
                 holdings.append(h)
                 records.setdefault(h.step, rec)
-    durable = dist_store.global_steps(directory)
+    durable = shards.global_steps(directory)
     t1 = time.perf_counter()
-    found = tiers.read(holdings, records, durable[-1] if durable else None) if tiers is not None else None
+    found = memory_tier.read(holdings, records, durable[-1] if durable else None) if memory_tier is not None else None
     storage_B = mem_B = peer_B = 0
     if found is not None:
         got, source, mem_B, peer_B = found
@@ -505,7 +506,7 @@ def recover(directory, job: Job, tiers: MemoryTier | None, group) -> dict:
     dist.barrier(group=group)
     t3 = time.perf_counter()
     per = [None] * world
-    transfer = tiers.transfer_s if found is not None else 0.0
+    transfer = memory_tier.transfer_s if found is not None else 0.0
     dist.all_gather_object(per, (storage_B, mem_B, peer_B, t3 - t0, t1 - t0, transfer, t2 - t1 - transfer, t3 - t2),
                            group=group)
     return {"resumed_from": None if got is None else got.step, "source": source,
@@ -537,7 +538,7 @@ def _wait_stored(directory, step: int, timeout_s: float) -> None:
     """Wait (at most ``timeout_s``) until durable storage holds a global commit of ``step`` or a
     newer one (none is awaited for step 0); the other ranks' writes go on meanwhile."""
     deadline = time.monotonic() + timeout_s
-    while step > 0 and max(dist_store.global_steps(directory), default=0) < step:
+    while step > 0 and max(shards.global_steps(directory), default=0) < step:
         if time.monotonic() > deadline:
             raise RuntimeError(f"global checkpoint {step} not in {directory} within {timeout_s:.0f} s")
         time.sleep(0.01)
@@ -554,7 +555,7 @@ def _node_pauses(text: str) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="torchrun ... -m mlsysim.lab.dist_worker")
+    p = argparse.ArgumentParser(prog="torchrun ... -m mlsysim.lab.distributed.worker")
     p.add_argument("--dir", required=True)
     p.add_argument("--mode", choices=MODES, default="fsdp")
     p.add_argument("--engine", choices=ENGINES, default="sync")
@@ -576,7 +577,7 @@ def main(argv=None) -> int:
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     _store = init(restart, timedelta(seconds=a.timeout))   # noqa: F841  (kept alive with the group)
     rank, world = dist.get_rank(), dist.get_world_size()
-    node = dist_tiers.node_name()
+    node = tiers.node_name()
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     info = [None] * world
     dist.all_gather_object(info, (restart, node))
@@ -603,7 +604,7 @@ def main(argv=None) -> int:
     own = a.engine in ("sync", "concurrent")
     identity = {"format": "mlsysim" if own else "dcp", "mode": a.mode, "config": asdict(cfg)}
     if rank == 0:
-        dist_store.claim(a.dir, identity)
+        shards.claim(a.dir, identity)
     dist.barrier()
     run_id = json.dumps(identity, sort_keys=True)
 
@@ -628,42 +629,42 @@ def main(argv=None) -> int:
 
     started: dict = {}
     stalls: dict = {}
-    tiers = None
+    memory_tier = None
     if own:
         pending: dict = {}
 
         def on_commit(step: int) -> None:          # under the engine's lock, the shard just made durable
-            rec = dist_store.shard_record(a.dir, step, rank, world, a.mode, pending.pop(step))
+            rec = shards.shard_record(a.dir, step, rank, world, a.mode, pending.pop(step))
             hook("shard", step)
             records = [None] * world if rank == 0 else None
             dist.gather_object(rec, records, dst=0, group=group)
             if rank == 0:
-                dist_store.write_global_commit(a.dir, step, records, run_id)
+                shards.write_global_commit(a.dir, step, records, run_id)
                 _say(commit=step, durable_s=time.perf_counter() - started[step])
                 hook("commit", step)
-                dist_store.prune(a.dir, a.keep)
+                shards.prune(a.dir, a.keep)
 
         def engine_hook(name: str, step: int) -> None:
             if name in ("snapshot", "persist"):
                 hook(name, step)
 
         extra = {"buffers": 2, "writers": 1} if a.engine == "concurrent" else {}
-        engine = make_engine(a.engine, dist_store.rank_dir(a.dir, rank), keep=NEVER_PRUNE,
+        engine = make_engine(a.engine, shards.rank_dir(a.dir, rank), keep=NEVER_PRUNE,
                              hook=engine_hook if pausing else None,
                              on_commit=on_commit, **extra)
         if a.memory_root:
-            tiers = MemoryTier(a.memory_root, node, layout, tier_group, run_id, a.mode, a.engine, hook)
-        event = recover(a.dir, job, tiers, tier_group)
+            memory_tier = MemoryTier(a.memory_root, node, layout, tier_group, run_id, a.mode, a.engine, hook)
+        event = recover(a.dir, job, memory_tier, tier_group)
         if a.engine == "concurrent":     # allocate and touch the snapshot buffers now, as an engine does at start
             t_prep = time.perf_counter()
             state, _ = job.shard_state()
             size = store.layout(state, 0).size_B + PREPARE_SLACK_B
-            for e in [engine] + ([tiers.engine] if tiers is not None else []):
+            for e in [engine] + ([memory_tier.engine] if memory_tier is not None else []):
                 e.prepare(size)
             if rank == 0:
                 _say(prepared_s=time.perf_counter() - t_prep, buffer_B=size)
     else:
-        from .torch_engines import DcpEngine, load_latest
+        from ..pytorch.engines import DcpEngine, load_latest
 
         def on_dcp_commit(step: int) -> None:
             if rank == 0:
@@ -678,7 +679,7 @@ def main(argv=None) -> int:
             dist.barrier()
         t0 = time.perf_counter()
         resumed_from, nbytes = None, [0] * world
-        from .torch_engines import newest_path
+        from ..pytorch.engines import newest_path
         if newest_path(a.engine, a.dir) is not None:
             loaded = load_latest(a.engine, a.dir, template=job.dcp_state())
             job.load_dcp_state(loaded.state)
@@ -712,15 +713,15 @@ def main(argv=None) -> int:
             started[s] = time.perf_counter()
             if own:
                 state, specs = job.shard_state()
-                if tiers is not None:
-                    tiers.save(s, state, specs)
+                if memory_tier is not None:
+                    memory_tier.save(s, state, specs)
                 if s % persist == 0:
                     pending[s] = specs
                     stalls[s] = engine.save(s, state)
             else:
                 stalls[s] = engine.save(s, job.dcp_state())
         locked("between", s)
-    memory = tiers.close() if tiers is not None else []
+    memory = memory_tier.close() if memory_tier is not None else []
     engine.close()
     dist.barrier()
     if rank == 0:

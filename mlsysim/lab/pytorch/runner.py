@@ -1,18 +1,18 @@
-"""The PyTorch run, killable and resumable: ``python -m mlsysim.lab.torch_runner``.
+"""The PyTorch run, killable and resumable: ``python -m mlsysim.lab.pytorch.runner``.
 
 The protocol of :mod:`mlsysim.lab.runner` for the transformer of
-:mod:`mlsysim.lab.torch_train` and every engine of :mod:`mlsysim.lab.torch_engines`
+:mod:`mlsysim.lab.pytorch.train` and every engine of :mod:`mlsysim.lab.pytorch.engines`
 (``torch.save``, ``torch.save+fsync``, ``dcp``, ``dcp-async``, ``sync``, ``concurrent``).
 It resumes from the newest checkpoint of ``--engine`` in ``--dir`` that the engine's own
-loader accepts (:func:`~mlsysim.lab.torch_engines.load_latest`), trains to ``--steps``,
+loader accepts (:func:`~mlsysim.lab.pytorch.engines.load_latest`), trains to ``--steps``,
 checkpoints every ``--every`` steps and prints one JSON object per line:
 ``{"warning": message}`` for each checkpoint the loader skipped, ``{"resumed_from": step
 or null}`` (null also when the only files are ones ``torch.save`` left torn),
 ``{"step": s, "loss": "<float.hex>"}``, ``{"commit": s}``, ``{"paused": point, "step": s}``
 and ``{"done": true}``.
 
-The run's shape is the small default :class:`~mlsysim.lab.torch_train.TorchConfig`, or
-``--size-mb X`` (weights + AdamW moments, :meth:`~mlsysim.lab.torch_train.TorchConfig.for_size`
+The run's shape is the small default :class:`~mlsysim.lab.pytorch.train.TorchConfig`, or
+``--size-mb X`` (weights + AdamW moments, :meth:`~mlsysim.lab.pytorch.train.TorchConfig.for_size`
 with ``--layers``). A resumed run takes the shape from its command line, as a PyTorch
 script does: DCP loads into a state of that shape, and a checkpoint of another shape is
 refused with an error.
@@ -20,7 +20,7 @@ refused with an error.
 ``--pause POINT@STEP`` stops the process (SIGSTOP) there, so that a test can SIGKILL it
 exactly at that point: ``step@S`` inside step S, after the backward pass and before the
 optimizer's update; ``between@S`` after step S and its checkpoint call; ``snapshot@S``,
-``persist@S`` and ``commit@S`` inside checkpoint S (see :mod:`mlsysim.lab.torch_engines`).
+``persist@S`` and ``commit@S`` inside checkpoint S (see :mod:`mlsysim.lab.pytorch.engines`).
 As in :mod:`mlsysim.lab.runner`, pauses and commit announcements happen under the engine's
 lock, so the lines printed before a kill name every checkpoint that was committed, except
 with ``dcp-async``: its commit (the ``.metadata`` file) is written by PyTorch's thread before
@@ -53,10 +53,10 @@ import sys
 import traceback
 import warnings
 
-from . import torch_engines
-from .runner import _say, train
-from .store import CheckpointError, CheckpointWarning
-from .torch_train import TorchConfig, TorchTrainer
+from . import engines
+from ..runner import _say, train
+from ..store import CheckpointError, CheckpointWarning
+from .train import TorchConfig, TorchTrainer
 
 POINTS = ("step", "between", "snapshot", "persist", "commit")
 
@@ -70,9 +70,9 @@ def config(a) -> TorchConfig:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m mlsysim.lab.torch_runner")
+    p = argparse.ArgumentParser(prog="python -m mlsysim.lab.pytorch.runner")
     p.add_argument("--dir", required=True)
-    p.add_argument("--engine", choices=torch_engines.ALL_ENGINES, default="sync")
+    p.add_argument("--engine", choices=engines.ALL_ENGINES, default="sync")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--every", type=int, default=5)
     p.add_argument("--size-mb", type=float, default=None, help="state size (weights + AdamW m and v), MB")
@@ -91,14 +91,14 @@ def main(argv=None) -> int:
             _say(paused=name, step=step)
             os.kill(os.getpid(), signal.SIGSTOP)
 
-    engine = torch_engines.make(a.engine, a.dir, keep=a.keep, hook=hook, on_commit=lambda s: _say(commit=s))
+    engine = engines.make(a.engine, a.dir, keep=a.keep, hook=hook, on_commit=lambda s: _say(commit=s))
     trainer, loaded = TorchTrainer(config(a)), None
-    if torch_engines.newest_path(a.engine, a.dir) is not None:
+    if engines.newest_path(a.engine, a.dir) is not None:
         template = trainer.state() if a.engine.startswith("dcp") else None   # DCP loads in place
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", CheckpointWarning)
             try:
-                loaded = torch_engines.load_latest(a.engine, a.dir, template=template)
+                loaded = engines.load_latest(a.engine, a.dir, template=template)
             except CheckpointError:
                 if a.engine != "torch.save":   # complete checkpoints that fail to load: say so
                     raise

@@ -1,0 +1,24 @@
+"""The distributed lab (notebook ``06c_lab_distributed``): a ``torchrun`` job whose ranks checkpoint
+their shards under a global commit, into memory, a peer node's memory and durable storage.
+
+Importing this package loads no module and no PyTorch. Only the two programs that ``torchrun``
+starts import it:
+
+* ``worker`` — one rank of the job (``-m mlsysim.lab.distributed.worker``): FSDP2 or DDP on gloo,
+  this package's engines or DCP, resume, reshard, the memory tiers;
+* ``restore`` — the three ways of restoring (replicated, sharded, broadcast), with the bytes each
+  rank reads (``-m mlsysim.lab.distributed.restore``).
+
+The rest runs without PyTorch:
+
+* ``launcher`` — starts ``torchrun`` agents from Python, kills ranks and nodes, resumes, reshards and
+  returns the run's record with its prediction;
+* ``shards`` — the sharded store: partition metadata, shard records, the global commit;
+* ``tiers`` — where checkpoints live: each node's memory, a peer's replica, durable storage, and the
+  recovery plan;
+* ``predict`` — what :func:`mlsysim.checkpoint` predicts for the job on this machine;
+* ``results`` — the recorded full-size benchmark and its targets.
+
+Imports go one way: from the shared core (:mod:`mlsysim.lab`) and :mod:`mlsysim.lab.pytorch`, never
+back.
+"""
