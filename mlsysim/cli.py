@@ -210,12 +210,26 @@ def _zoo_row(kind: str, r) -> dict:
             "master_bytes": r.master_bytes, "source": r.source}
 
 
+def _half_precision_peak(row: dict) -> str:
+    """A device's dense bf16 peak, else its fp16 peak named as such; never an integer (TOPS) peak.
+
+    >>> _half_precision_peak({"peak_flops": {"fp32": 8.1e12, "fp16": 65e12, "int8": 130e12, "int4": 260e12}})
+    '65 TFLOP/s (fp16)'
+    """
+    from .units import fmt
+    peaks = row["peak_flops"]
+    if "bf16" in peaks:
+        return fmt(peaks["bf16"], "FLOP/s")
+    if "fp16" in peaks:
+        return f"{fmt(peaks['fp16'], 'FLOP/s')} (fp16)"
+    return "-"
+
+
 def _zoo_text(kind: str, row: dict) -> dict:
     from .units import fmt
     opt = lambda v, unit: "-" if v is None else fmt(v, unit)  # noqa: E731
     if kind == "hardware":
-        peak = row["peak_flops"].get("bf16") or max(row["peak_flops"].values())
-        return {"name": row["name"], "kind": row["kind"], "bf16 (dense)": fmt(peak, "FLOP/s"),
+        return {"name": row["name"], "kind": row["kind"], "16-bit peak (dense)": _half_precision_peak(row),
                 "memory": fmt(row["memory_B"], "B"), "bandwidth": fmt(row["memory_bw_Bps"], "B/s"),
                 "TDP": opt(row["tdp_W"], "W"), "scale-up/dir": opt(row["scaleup_Bps"], "B/s")}
     if kind == "models":

@@ -188,6 +188,17 @@ def test_zoo_lists_with_key_specs_and_as_json():
     assert h100["memory_B"] == 80e9 and h100["peak_flops"]["bf16"] == pytest.approx(989.4e12, rel=1e-3)
 
 
+def test_zoo_shows_a_16_bit_peak_and_never_an_integer_one():
+    import mlsysim as ms
+    from mlsysim.units import fmt
+    rows = {l.split()[0]: l for l in _mlsysim("zoo", "hardware").stdout.splitlines()[3:]}
+    t4 = ms.hardware("t4").peak_flops
+    assert f"{fmt(t4['fp16'], 'FLOP/s')} (fp16)" in rows["T4"] and fmt(t4["int4"], "FLOP/s") not in rows["T4"]
+    orin = ms.hardware("jetson-orin").peak_flops
+    assert f"{fmt(orin['fp16'], 'FLOP/s')} (fp16)" in rows["Jetson-AGX-Orin-64GB"]
+    assert fmt(ms.hardware("h100").peak_flops["bf16"], "FLOP/s") + " " in rows["H100-SXM"]
+
+
 def test_solver_commands_print_tables_and_json():
     import mlsysim as ms
     d = json.loads(_mlsysim("roofline", "llama-3-8b", "h100", "--batch", "8", "--json").stdout)
