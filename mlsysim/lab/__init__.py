@@ -35,7 +35,7 @@ does not load:
 * :mod:`mlsysim.lab.distributed` — a ``torchrun`` job: shards, a global commit, rank and node loss,
   reshard, memory, peer and durable tiers.
 
-Imports go one way only: core <- pytorch <- distributed; the formula modules of :mod:`mlsysim`
+Imports go one way only: core <- pytorch <- distributed; the formula modules of ``mlsysim``
 never import the lab, and neither ``import mlsysim`` nor ``import mlsysim.lab`` loads PyTorch.
 """
 from .train import LabConfig, Trainer, learning_rate

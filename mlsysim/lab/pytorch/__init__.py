@@ -8,7 +8,7 @@ without PyTorch, the others need the optional extra (``pip install -e '.[torch]'
   AdamW, a warm-up + cosine ``LambdaLR``, a ``DataLoader`` whose sampler's position is state, and the
   torch, NumPy and Python random states;
 * ``engines`` — ``torch.save`` (with and without ``fsync``), DCP ``save`` and ``async_save`` behind the
-  interface of :mod:`mlsysim.lab.engines`, each with its own loader;
+  interface of ``mlsysim.lab.engines``, each with its own loader;
 * ``compare`` — every engine on one state in one run, beside the machine's floors and the model, with
   resume and flipped-byte checks;
 * ``runner`` — the killable, resumable run (``python -m mlsysim.lab.pytorch.runner``);
