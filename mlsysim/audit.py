@@ -430,6 +430,93 @@ def _unlimited(c: Cluster) -> Cluster:
     return dataclasses.replace(c, node=dataclasses.replace(c.node, accelerator=hw))
 
 
+def _run_size(m, tokens, seq_len, global_batch, efficiency, strategy) -> tuple[float, str, int]:
+    """Check the run's scalar settings; its token budget, how it was set, and the global batch."""
+    if not isinstance(m, Transformer):
+        raise MlsysimError(f"audit models Transformer training; {m.name} is a {type(m).__name__}")
+    D, basis = _tokens(m, tokens)
+    check_integer("seq_len", seq_len)
+    if global_batch is None:
+        global_batch = max(1, DEFAULT_BATCH_TOKENS // seq_len)
+    check_integer("global_batch", global_batch)
+    if efficiency is not None:
+        check_fraction("efficiency", efficiency)
+    if strategy is not None and strategy not in STRATEGIES:
+        raise UnknownNameError("checkpoint strategy", strategy, STRATEGIES)
+    return D, basis, global_batch
+
+
+def _layout_search(m, c: Cluster, global_batch, seq_len, search_kw, layout):
+    """The layout search, its best step, and the best step if memory were unlimited."""
+    try:
+        search = best_parallelism(m, c, global_batch, seq_len, **search_kw)
+    except InfeasibleError as e:
+        raise AuditInfeasible(_reason(m, c, str(e)), _fix(m, c, global_batch, seq_len, search_kw, layout)) from None
+    step = search.best
+    free = best_parallelism(m, _unlimited(c), global_batch, seq_len, **search_kw).best
+    return search, step, free
+
+
+def _input_pipeline(m, c: Cluster, step, global_batch, seq_len, precision, pipeline, workers, storage):
+    """The input pipeline of every GPU's loader, and the step time it allows."""
+    n = c.accelerators
+    data = datapipe(m, c.accelerator, batch=global_batch / n, pipeline=pipeline, workers=workers, storage=storage,
+                    readers=n, seq_len=seq_len, precision=precision, accelerator_sps=global_batch / (step.step_s * n))
+    return data, float(step.step_s) / float(data.utilization)
+
+
+def _checkpoint_plan(m, c: Cluster, step, step_wall, strategy, optimizer, interval_s, precision, storage, restart_s,
+                     node_failures_per_day):
+    """The chosen checkpoint plan and its goodput, and each strategy's goodput or why it cannot run."""
+    ck_kw = dict(optimizer=optimizer, interval_s=interval_s, tp=int(step.tp), pp=int(step.pp),
+                 zero_stage=int(step.zero_stage), precision=precision, storage=storage, restart_s=restart_s,
+                 node_failures_per_day=node_failures_per_day)
+    plans, strategies = {}, {}
+    for name in ([strategy] if strategy else STRATEGIES):
+        try:
+            ck = _checkpoint(m, c, strategy=name, **ck_kw)
+        except InfeasibleError as e:
+            strategies[name] = str(e)
+            continue
+        plans[name] = (ck, _goodput(c, step_s=step_wall, checkpoint=ck, node_failures_per_day=node_failures_per_day))
+        strategies[name] = float(plans[name][1].ratio)
+    if not plans:
+        why = "; ".join(f"{k}: {v}" for k, v in strategies.items())
+        raise AuditInfeasible(f"no checkpoint strategy can run ({why}).",
+                              "use more nodes (more host memory per shard), a longer interval_s, or "
+                              "strategy 'sync'" if strategy != "sync" else "use more nodes or a faster storage tier")
+    best = max(float(gp.ratio) for _, gp in plans.values())
+    chosen = next(k for k in plans if plans[k][1].ratio >= best - STRATEGY_MARGIN)  # simplest near-best
+    ck, gp = plans[chosen]
+    return ck, gp, strategies
+
+
+def _wall_clock(c: Cluster, D, global_batch, seq_len, precision, step, step_wall, gp):
+    """Steps, wall time and the waterfall of where it goes (seconds, adding up to the wall time)."""
+    steps = math.ceil(D / (global_batch * seq_len) - 1e-9)
+    peak = c.accelerator.peak(precision)
+    ideal = steps * float(step.model_flops) / (c.accelerators * peak)
+    useful = steps * step_wall
+    tau, delta = float(gp.interval_s), float(gp.stall_s)
+    wall = useful / float(gp.ratio)
+    waterfall = dict(zip((p[0] for p in PARTS), (
+        ideal, steps * float(step.compute_s + step.optimizer_s) - ideal, steps * float(step.comm_s),
+        steps * float(step.bubble_s), useful - steps * float(step.step_s), useful * delta / tau,
+        wall - useful * (tau + delta) / tau)))
+    return steps, wall, waterfall
+
+
+def _footprint_and_cost(c: Cluster, g, wall, utilization, embodied_kg_per_node, carbon_price_usd_per_t,
+                        node_price_usd, price_usd_per_kWh, rental):
+    """Energy and carbon footprint, cost of owning the cluster, and the rental (or None) over the wall time."""
+    hours = wall / 3600.0
+    fp = footprint(c, hours=hours, grid=g, utilization=utilization, embodied_kg_per_node=embodied_kg_per_node)
+    cost = tco(c, days=wall / day, grid=g, utilization=utilization, carbon_price_usd_per_t=carbon_price_usd_per_t,
+               node_price_usd=node_price_usd, price_usd_per_kWh=price_usd_per_kWh)
+    rent = None if rental is None else float(rental_usd(c.accelerators * hours, rental))
+    return fp, cost, rent
+
+
 def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=None, seq_len=8192,
           precision: str = "bf16", efficiency=None, optimizer: str = "adam", tp=None, pp=None,
           zero_stage=None, recompute=None, interleave=None, micro_batch=None, strategy=None,
@@ -474,77 +561,25 @@ def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=
     """
     inputs = {k: v for k, v in locals().items()}
     m, c, g = _model(model), _cluster(cluster), _grid(grid)
-    if not isinstance(m, Transformer):
-        raise MlsysimError(f"audit models Transformer training; {m.name} is a {type(m).__name__}")
-    D, basis = _tokens(m, tokens)
-    check_integer("seq_len", seq_len)
-    if global_batch is None:
-        global_batch = max(1, DEFAULT_BATCH_TOKENS // seq_len)
-    check_integer("global_batch", global_batch)
-    if efficiency is not None:
-        check_fraction("efficiency", efficiency)
-    if strategy is not None and strategy not in STRATEGIES:
-        raise UnknownNameError("checkpoint strategy", strategy, STRATEGIES)
+    D, basis, global_batch = _run_size(m, tokens, seq_len, global_batch, efficiency, strategy)
     layout = {k: _candidates(v, k) for k, v in dict(tp=tp, pp=pp, zero_stage=zero_stage, recompute=recompute,
                                                     interleave=interleave, micro_batch=micro_batch).items()}
     search_kw = dict(precision=precision, efficiency=efficiency, optimizer=optimizer,
                      **{k: v for k, v in layout.items() if v is not None})
-
     # 1. layout, step and the memory wall
-    try:
-        search = best_parallelism(m, c, global_batch, seq_len, **search_kw)
-    except InfeasibleError as e:
-        raise AuditInfeasible(_reason(m, c, str(e)), _fix(m, c, global_batch, seq_len, search_kw, layout)) from None
-    step = search.best
-    free = best_parallelism(m, _unlimited(c), global_batch, seq_len, **search_kw).best
-
+    search, step, free = _layout_search(m, c, global_batch, seq_len, search_kw, layout)
     # 2. input pipeline: every GPU's loader must deliver its share of the step's sequences
     n = c.accelerators
-    data = datapipe(m, c.accelerator, batch=global_batch / n, pipeline=pipeline, workers=workers,
-                    storage=storage if data_storage is None else data_storage, readers=n, seq_len=seq_len,
-                    precision=precision, accelerator_sps=global_batch / (step.step_s * n))
-    step_wall = float(step.step_s) / float(data.utilization)
-
+    data, step_wall = _input_pipeline(m, c, step, global_batch, seq_len, precision, pipeline, workers,
+                                      storage if data_storage is None else data_storage)
     # 3. checkpoint plan and failures
-    ck_kw = dict(optimizer=optimizer, interval_s=interval_s, tp=int(step.tp), pp=int(step.pp),
-                 zero_stage=int(step.zero_stage), precision=precision, storage=storage, restart_s=restart_s,
-                 node_failures_per_day=node_failures_per_day)
-    plans, strategies = {}, {}
-    for name in ([strategy] if strategy else STRATEGIES):
-        try:
-            ck = _checkpoint(m, c, strategy=name, **ck_kw)
-        except InfeasibleError as e:
-            strategies[name] = str(e)
-            continue
-        plans[name] = (ck, _goodput(c, step_s=step_wall, checkpoint=ck, node_failures_per_day=node_failures_per_day))
-        strategies[name] = float(plans[name][1].ratio)
-    if not plans:
-        why = "; ".join(f"{k}: {v}" for k, v in strategies.items())
-        raise AuditInfeasible(f"no checkpoint strategy can run ({why}).",
-                              "use more nodes (more host memory per shard), a longer interval_s, or "
-                              "strategy 'sync'" if strategy != "sync" else "use more nodes or a faster storage tier")
-    best = max(float(gp.ratio) for _, gp in plans.values())
-    chosen = next(k for k in plans if plans[k][1].ratio >= best - STRATEGY_MARGIN)  # simplest near-best
-    ck, gp = plans[chosen]
-
+    ck, gp, strategies = _checkpoint_plan(m, c, step, step_wall, strategy, optimizer, interval_s, precision,
+                                          storage, restart_s, node_failures_per_day)
     # 4. the wall-clock account
-    steps = math.ceil(D / (global_batch * seq_len) - 1e-9)
-    peak = c.accelerator.peak(precision)
-    ideal = steps * float(step.model_flops) / (n * peak)
-    useful = steps * step_wall
-    tau, delta = float(gp.interval_s), float(gp.stall_s)
-    wall = useful / float(gp.ratio)
-    waterfall = dict(zip((p[0] for p in PARTS), (
-        ideal, steps * float(step.compute_s + step.optimizer_s) - ideal, steps * float(step.comm_s),
-        steps * float(step.bubble_s), useful - steps * float(step.step_s), useful * delta / tau,
-        wall - useful * (tau + delta) / tau)))
-
+    steps, wall, waterfall = _wall_clock(c, D, global_batch, seq_len, precision, step, step_wall, gp)
     # 5. energy, carbon and cost over the wall clock
-    hours = wall / 3600.0
-    fp = footprint(c, hours=hours, grid=g, utilization=utilization, embodied_kg_per_node=embodied_kg_per_node)
-    cost = tco(c, days=wall / day, grid=g, utilization=utilization, carbon_price_usd_per_t=carbon_price_usd_per_t,
-               node_price_usd=node_price_usd, price_usd_per_kWh=price_usd_per_kWh)
-    rent = None if rental is None else float(rental_usd(n * hours, rental))
+    fp, cost, rent = _footprint_and_cost(c, g, wall, utilization, embodied_kg_per_node, carbon_price_usd_per_t,
+                                         node_price_usd, price_usd_per_kWh, rental)
     result = Audit(model=m.name, cluster=c.name, accelerator=c.accelerator.name, accelerators=n, grid=g.name,
                    tokens=D, tokens_basis=basis, steps=steps, global_batch=int(global_batch), seq_len=int(seq_len),
                    search=search, step=step, unlimited_memory_step_s=float(free.step_s),

@@ -262,6 +262,150 @@ _NAN_FIELDS = ("stall_s", "write_s", "memory_copy_s", "restore_s", "lag_s", "goo
                "storage_write_s", "rank_B", "node_B", "interval_s")
 
 
+def _check_inputs(strategy, storage, zero_stage, replicas, host_fraction, restart_s, storage_Bps, read_Bps,
+                  persist_every) -> StorageTier:
+    """Validate the scalar settings of :func:`checkpoint`; the durable storage tier."""
+    if strategy not in STRATEGIES:
+        raise UnknownNameError("checkpoint strategy", strategy, STRATEGIES)
+    tier = storage_tier(storage)
+    if not tier.durable:
+        raise InfeasibleError(f"storage {tier.name!r} is not durable: a checkpoint there is lost with its node; "
+                              f"write to a shared tier (lustre, tectonic) or an object store (s3)")
+    check_integer("zero_stage", zero_stage, minimum=0)
+    if zero_stage not in (0, 1, 2, 3):
+        raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
+    if type(replicas) is not int or replicas < 2:
+        check_integer("replicas", replicas, minimum=2)
+    check_fraction("host_fraction", host_fraction)
+    check_positive("restart_s", restart_s, allow_zero=True)
+    for k, v in (("storage_Bps", storage_Bps), ("read_Bps", read_Bps)):
+        if v is not None:
+            check_positive(k, v)
+    if persist_every is not None:
+        check_integer("persist_every", persist_every)
+    return tier
+
+
+def _host_Bps(c) -> float:
+    """The GPU -> host link rate of the cluster's accelerator (an error where it is unknown)."""
+    host = c.accelerator.host_link_Bps
+    if host is None:
+        raise InfeasibleError(f"{c.accelerator.name} has no host link in the registry: the GPU -> host "
+                              f"copy of a checkpoint cannot be timed")
+    return host
+
+
+def _sizes(m, c, optimizer, precision, master_weights, zero_stage, tp, pp, dp, nodes):
+    """Contents and sharding: the parts, counts, total size and the busiest rank's and node's bytes."""
+    parts = checkpoint_bytes(m, optimizer, precision, master_weights)
+    w, ms_, o = parts["weights_B"], parts["master_B"], parts["optimizer_B"]
+    gpn = c.node.accelerators
+    n_nodes = _nodes(c, nodes)
+    gpus = n_nodes * gpn
+    mp = _num(tp * pp)
+    if dp is None:
+        dp_ = gpus / mp
+    else:
+        dp_ = _num(dp)
+    sharded = (ms_ + o if zero_stage >= 1 else 0.0) + (w if zero_stage == 3 else 0.0)
+    replicated = w + ms_ + o - sharded
+    extras = EXTRAS_PER_RANK_B * gpus
+    size = w + ms_ + o + extras
+    own = sharded / (mp * dp_) + EXTRAS_PER_RANK_B
+    rank_B = replicated / mp + own
+    node_B = (min(gpn, mp) if type(mp) is float else np.minimum(gpn, mp)) * replicated / mp + gpn * own
+    return w, ms_, o, n_nodes, gpus, mp, dp_, replicated, extras, size, rank_B, node_B
+
+
+def _write_plan(strategy, tier, c, size, node_B, rank_B, host, storage_Bps, replicas):
+    """Write path: GPU -> host copy, storage write, stall, persist, lag, host buffers, peer copy, shortest interval."""
+    d2h = rank_B / host
+    storage_s = tier.write_s(size, node_B, storage_Bps)
+    if strategy == "sync":
+        stall, write, lag_ok, buffers = d2h + storage_s, d2h + storage_s, 0.0, 0.0
+        copy_s, min_tau = math.nan, 0.0
+    else:
+        stall, write = d2h, d2h + storage_s
+        if strategy == "async":
+            lag_ok, buffers, copy_s, min_tau = storage_s, 1.0, math.nan, storage_s
+        else:
+            peer = (replicas - 1) * node_B / (c.scaleout_Bps_per_accelerator * c.node.accelerators)
+            lag_ok, buffers, copy_s, min_tau = peer, replicas + 1.0, d2h + peer, peer
+    return d2h, storage_s, stall, write, lag_ok, buffers, copy_s, min_tau
+
+
+def _storage_restore_s(tier, c, size, node_B, rank_B, replicated, mp, dp_, host, read_Bps):
+    """Restore path: one read per DP group, host -> GPU, broadcast of the replicated part."""
+    read = tier.read_s(size, node_B, read_Bps)
+    ranks = max(1.0, float(round(dp_))) if type(dp_) is float else np.maximum(1.0, np.round(dp_))
+    bcast = broadcast_time(replicated / mp, ranks, c.scaleout_Bps_per_accelerator, c.fabric.latency_s) \
+        if replicated else 0.0
+    return read + rank_B / host + bcast
+
+
+def _recovery(strategy, c, mtbf, n_nodes, node_B, rank_B, host, write, period, persist_every, restart_s, replicas,
+              restore_storage, lag_ok, storage_s):
+    """Persist period k, probability of losing every memory copy, expected restore time and lag."""
+    if strategy != "in-memory":
+        return math.nan, 0.0, restore_storage, lag_ok
+    k = _maximum(1.0, _ceil(write / period)) if persist_every is None else _num(persist_every) + 0.0 * period
+    restore_mem = node_B / (c.scaleout_Bps_per_accelerator * c.node.accelerators) + rank_B / host
+    node_mtbf_s = mtbf * n_nodes
+    window = restart_s + restore_mem
+    x = window / node_mtbf_s
+    p_loss = (-math.expm1(-x) if type(x) is float else -np.expm1(-x)) ** (replicas - 1)
+    restore = (1 - p_loss) * restore_mem + p_loss * restore_storage
+    lag = (1 - p_loss) * lag_ok + p_loss * (storage_s + (k - 1) * period / 2)
+    return k, p_loss, restore, lag
+
+
+def _layout_checks(fractional, scalar, tp, pp, dp_, mp, gpus) -> list:
+    """(mask, message) pairs: fractional counts, tp·pp·dp ≠ GPUs, a fractional dp."""
+    whole = (dp_ == round(dp_)) if scalar else (np.abs(dp_ - np.round(dp_)) <= 1e-9)
+    return [(mask, lambda why=why: why) for mask, why in fractional] + [
+        (dp_ * mp != gpus if scalar else np.abs(dp_ * mp - gpus) > 1e-6 * gpus,
+         lambda: f"tp x pp x dp = {tp} x {pp} x {_show(dp_)} must equal the {_show(gpus)} GPUs of the cluster"),
+        (not whole if scalar else ~whole,
+         lambda: f"dp = {_show(dp_)} is not a whole number: tp x pp = {tp * pp} does not divide the "
+                 f"{_show(gpus)} GPUs"),
+    ]
+
+
+def _timing_checks(strategy, c, host_need, host_fraction, tau, min_tau, persist_every, k, period, write) -> list:
+    """(mask, message) pairs: host memory for the buffers, the interval, the in-memory persist period."""
+    checks = [
+        (host_need > host_fraction * c.node.host_memory_B,
+         lambda: f"{strategy} checkpointing needs {fmt(_first(host_need), 'B')} of host memory per node but "
+                 f"{fmt(host_fraction * c.node.host_memory_B, 'B')} ({host_fraction:.0%} of "
+                 f"{fmt(c.node.host_memory_B, 'B')}) is available"),
+        (tau < min_tau, lambda: f"interval_s = {_show(tau)} s is shorter than the "
+                                f"{'persist' if strategy == 'async' else 'peer copy'} time "
+                                f"{_show(min_tau)} s: the next snapshot would overwrite a buffer still in use"),
+    ]
+    if strategy == "in-memory" and persist_every is not None:
+        checks.append((k * period < write, lambda: f"persist_every = {persist_every} checkpoints leaves "
+                                                   f"{_show(k * period)} s for a {_show(write)} s persist"))
+    return checks
+
+
+def _apply_checks(checks, scalar, values):
+    """Raise the first failed check (scalars), or mask the failed entries with NaN (arrays)."""
+    feasible, reason = True, ""
+    for bad, msg in checks:
+        if scalar:
+            if bad:
+                raise InfeasibleError(msg())
+        elif np.any(bad):
+            feasible = feasible & ~np.asarray(bad)
+            reason = reason or msg()
+    if not scalar:
+        shape = np.broadcast_shapes(np.shape(feasible), *(np.shape(v) for v in values.values()))
+        feasible = np.broadcast_to(feasible, shape)
+        if not feasible.all():
+            values = {k_: np.where(feasible, v, np.nan) for k_, v in values.items()}
+    return feasible, reason, values
+
+
 def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strategy: str = "sync",
                tp: int = 1, pp: int = 1, dp=None, zero_stage: int = 1, precision: str = "bf16",
                master_weights: bool = True, storage="lustre", storage_Bps=None, read_Bps=None,
@@ -302,133 +446,36 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     >>> round(c.size_B / 1e9), c.dp
     (988, 32.0)
     """
-    m = _model(model)
-    c = _cluster(cluster)
-    if strategy not in STRATEGIES:
-        raise UnknownNameError("checkpoint strategy", strategy, STRATEGIES)
-    tier = storage_tier(storage)
-    if not tier.durable:
-        raise InfeasibleError(f"storage {tier.name!r} is not durable: a checkpoint there is lost with its node; "
-                              f"write to a shared tier (lustre, tectonic) or an object store (s3)")
-    check_integer("zero_stage", zero_stage, minimum=0)
-    if zero_stage not in (0, 1, 2, 3):
-        raise MlsysimError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
-    if type(replicas) is not int or replicas < 2:
-        check_integer("replicas", replicas, minimum=2)
-    check_fraction("host_fraction", host_fraction)
-    check_positive("restart_s", restart_s, allow_zero=True)
-    for k, v in (("storage_Bps", storage_Bps), ("read_Bps", read_Bps)):
-        if v is not None:
-            check_positive(k, v)
-    if persist_every is not None:
-        check_integer("persist_every", persist_every)
+    m, c = _model(model), _cluster(cluster)
+    tier = _check_inputs(strategy, storage, zero_stage, replicas, host_fraction, restart_s, storage_Bps, read_Bps,
+                         persist_every)
     fractional = fractional_counts(tp=tp, pp=pp, dp=dp, nodes=nodes)   # an array: NaN at its fractional entries
     if fractional:   # keep the arithmetic of those entries valid; they are masked below
         tp, pp, dp, nodes = (None if x is None else np.ceil(_num(x)) for x in (tp, pp, dp, nodes))
-    host = c.accelerator.host_link_Bps
-    if host is None:
-        raise InfeasibleError(f"{c.accelerator.name} has no host link in the registry: the GPU -> host "
-                              f"copy of a checkpoint cannot be timed")
-
-    # contents and sharding
-    parts = checkpoint_bytes(m, optimizer, precision, master_weights)
-    w, ms_, o = parts["weights_B"], parts["master_B"], parts["optimizer_B"]
-    gpn = c.node.accelerators
-    n_nodes = _nodes(c, nodes)
-    gpus = n_nodes * gpn
-    mp = _num(tp * pp)
-    if dp is None:
-        dp_ = gpus / mp
-    else:
-        dp_ = _num(dp)
-    sharded = (ms_ + o if zero_stage >= 1 else 0.0) + (w if zero_stage == 3 else 0.0)
-    replicated = w + ms_ + o - sharded
-    extras = EXTRAS_PER_RANK_B * gpus
-    size = w + ms_ + o + extras
-    own = sharded / (mp * dp_) + EXTRAS_PER_RANK_B
-    rank_B = replicated / mp + own
-    node_B = (min(gpn, mp) if type(mp) is float else np.minimum(gpn, mp)) * replicated / mp + gpn * own
-    per_gpu_Bps = c.scaleout_Bps_per_accelerator
-    node_nic_Bps = per_gpu_Bps * gpn
-
-    # write path
-    d2h = rank_B / host
-    storage_s = tier.write_s(size, node_B, storage_Bps)
-    if strategy == "sync":
-        stall, write, lag_ok, buffers = d2h + storage_s, d2h + storage_s, 0.0, 0.0
-        copy_s, min_tau = math.nan, 0.0
-    else:
-        stall, write = d2h, d2h + storage_s
-        if strategy == "async":
-            lag_ok, buffers, copy_s, min_tau = storage_s, 1.0, math.nan, storage_s
-        else:
-            peer = (replicas - 1) * node_B / node_nic_Bps
-            lag_ok, buffers, copy_s, min_tau = peer, replicas + 1.0, d2h + peer, peer
-
-    # restore path: one read per DP group, host -> GPU, broadcast of the replicated part
-    read = tier.read_s(size, node_B, read_Bps)
-    ranks = max(1.0, float(round(dp_))) if type(dp_) is float else np.maximum(1.0, np.round(dp_))
-    bcast = broadcast_time(replicated / mp, ranks, per_gpu_Bps, c.fabric.latency_s) if replicated else 0.0
-    restore_storage = read + rank_B / host + bcast
-
+    host = _host_Bps(c)
+    w, ms_, o, n_nodes, gpus, mp, dp_, replicated, extras, size, rank_B, node_B = _sizes(
+        m, c, optimizer, precision, master_weights, zero_stage, tp, pp, dp, nodes)
+    d2h, storage_s, stall, write, lag_ok, buffers, copy_s, min_tau = _write_plan(
+        strategy, tier, c, size, node_B, rank_B, host, storage_Bps, replicas)
+    restore_storage = _storage_restore_s(tier, c, size, node_B, rank_B, replicated, mp, dp_, host, read_Bps)
     # failures and the interval
     mtbf = cluster_mtbf_h(c, nodes, node_failures_per_day) * hour
     young, daly = young_interval_s(stall, mtbf), daly_interval_s(stall, mtbf)
     tau = _maximum(daly, min_tau) if interval_s is None else _num(interval_s)
     check_positive("interval_s", tau)
     period = tau + stall
-
-    if strategy == "in-memory":
-        k = _maximum(1.0, _ceil(write / period)) if persist_every is None else _num(persist_every) + 0.0 * period
-        restore_mem = node_B / node_nic_Bps + rank_B / host
-        node_mtbf_s = mtbf * n_nodes
-        window = restart_s + restore_mem
-        x = window / node_mtbf_s
-        p_loss = (-math.expm1(-x) if type(x) is float else -np.expm1(-x)) ** (replicas - 1)
-        restore = (1 - p_loss) * restore_mem + p_loss * restore_storage
-        lag = (1 - p_loss) * lag_ok + p_loss * (storage_s + (k - 1) * period / 2)
-    else:
-        k, p_loss, restore, lag = math.nan, 0.0, restore_storage, lag_ok
-
+    k, p_loss, restore, lag = _recovery(strategy, c, mtbf, n_nodes, node_B, rank_B, host, write, period,
+                                        persist_every, restart_s, replicas, restore_storage, lag_ok, storage_s)
     ratio = ettr(tau, stall, mtbf, restart_s + restore + lag)
-
     # feasibility
     host_need = buffers * node_B
     values = dict(stall_s=stall, write_s=write, memory_copy_s=copy_s, restore_s=restore, lag_s=lag,
                   goodput=ratio, d2h_s=d2h, storage_write_s=storage_s, rank_B=rank_B, node_B=node_B,
                   interval_s=tau)
     scalar = all(type(x) is float for x in (tau, n_nodes, dp_, mtbf))
-    whole = (dp_ == round(dp_)) if scalar else (np.abs(dp_ - np.round(dp_)) <= 1e-9)
-    checks = [(mask, lambda why=why: why) for mask, why in fractional] + [
-        (dp_ * mp != gpus if scalar else np.abs(dp_ * mp - gpus) > 1e-6 * gpus,
-         lambda: f"tp x pp x dp = {tp} x {pp} x {_show(dp_)} must equal the {_show(gpus)} GPUs of the cluster"),
-        (not whole if scalar else ~whole,
-         lambda: f"dp = {_show(dp_)} is not a whole number: tp x pp = {tp * pp} does not divide the "
-                 f"{_show(gpus)} GPUs"),
-        (host_need > host_fraction * c.node.host_memory_B,
-         lambda: f"{strategy} checkpointing needs {fmt(_first(host_need), 'B')} of host memory per node but "
-                 f"{fmt(host_fraction * c.node.host_memory_B, 'B')} ({host_fraction:.0%} of "
-                 f"{fmt(c.node.host_memory_B, 'B')}) is available"),
-        (tau < min_tau, lambda: f"interval_s = {_show(tau)} s is shorter than the "
-                                f"{'persist' if strategy == 'async' else 'peer copy'} time "
-                                f"{_show(min_tau)} s: the next snapshot would overwrite a buffer still in use"),
-    ]
-    if strategy == "in-memory" and persist_every is not None:
-        checks.append((k * period < write, lambda: f"persist_every = {persist_every} checkpoints leaves "
-                                                   f"{_show(k * period)} s for a {_show(write)} s persist"))
-    feasible, reason = True, ""
-    for bad, msg in checks:
-        if scalar:
-            if bad:
-                raise InfeasibleError(msg())
-        elif np.any(bad):
-            feasible = feasible & ~np.asarray(bad)
-            reason = reason or msg()
-    if not scalar:
-        shape = np.broadcast_shapes(np.shape(feasible), *(np.shape(v) for v in values.values()))
-        feasible = np.broadcast_to(feasible, shape)
-        if not feasible.all():
-            values = {k_: np.where(feasible, v, np.nan) for k_, v in values.items()}
+    checks = _layout_checks(fractional, scalar, tp, pp, dp_, mp, gpus) + _timing_checks(
+        strategy, c, host_need, host_fraction, tau, min_tau, persist_every, k, period, write)
+    feasible, reason, values = _apply_checks(checks, scalar, values)
     label = c.name if nodes is None else f"{_show(n_nodes)} x {c.node.name} ({c.fabric.name})"
     return Checkpoint(model=m.name, cluster=label, optimizer=str(getattr(optimizer, "name", optimizer)),
                       strategy=strategy, storage=tier.name, precision=precision, tp=tp, pp=pp, dp=dp_,

@@ -311,6 +311,36 @@ def _min(*xs):
     return np.minimum.reduce(np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in xs)))
 
 
+def _sample(m, p: Pipeline, batch, seq_len):
+    """Tokens, stored and device bytes per sample, samples per worker-second, and the roofline pass's arguments."""
+    if p.kind == "image":
+        tokens = 1.0
+        sample_B, device_B, per_worker = p.stored_B, p.device_B, p.samples_per_core_s
+        pass_kw = dict(batch=batch)
+    else:
+        tokens = 2048.0 if seq_len is None else _num(seq_len)
+        sample_B = tokens * stored_bytes_per_token(m, p)
+        device_B = tokens * p.device_B
+        per_worker = math.inf if p.text_Bps_per_core is None else p.text_Bps_per_core / (p.text_B_per_token * tokens)
+        pass_kw = dict(batch=batch, seq_len=tokens)
+    return tokens, sample_B, device_B, per_worker, pass_kw
+
+
+def _masked(r, whole, delivered, storage_sps, cpu_sps, link_sps):
+    """Feasibility and reason of the step and the counts; the rates NaN where infeasible."""
+    feasible, reason = r.feasible, r.reason
+    if whole is not None:          # a fractional worker, reader, core or token count in a sweep
+        feasible = np.broadcast_to(feasible, np.broadcast_shapes(np.shape(feasible), np.shape(whole),
+                                                                 np.shape(delivered))) & whole
+        delivered = np.where(feasible, delivered, np.nan)
+        reason = "; ".join(x for x in (reason.removesuffix(" where feasible is False"), COUNTS_REASON) if x) \
+            + " where feasible is False"
+    if np.ndim(feasible):
+        storage_sps, cpu_sps, link_sps = (np.where(feasible, np.broadcast_to(v, np.shape(feasible)), np.nan)
+                                          for v in (storage_sps, cpu_sps, link_sps))
+    return feasible, reason, delivered, storage_sps, cpu_sps, link_sps
+
+
 def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None, storage="local-nvme",
              readers=1, seq_len=None, storage_Bps=None, host_link_Bps=None, precision="bf16",
              efficiency=1.0, mem_efficiency=1.0, optimizer="adamw", accelerator_sps=None) -> DataPipe:
@@ -359,16 +389,7 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
         raise MlsysimError(f"{hw.name} has no host_link_Bps in the registry; pass host_link_Bps=")
     check_positive("host_link_Bps", link_Bps)
 
-    if p.kind == "image":
-        tokens = 1.0
-        sample_B, device_B, per_worker = p.stored_B, p.device_B, p.samples_per_core_s
-        pass_kw = dict(batch=batch)
-    else:
-        tokens = 2048.0 if seq_len is None else _num(seq_len)
-        sample_B = tokens * stored_bytes_per_token(m, p)
-        device_B = tokens * p.device_B
-        per_worker = math.inf if p.text_Bps_per_core is None else p.text_Bps_per_core / (p.text_B_per_token * tokens)
-        pass_kw = dict(batch=batch, seq_len=tokens)
+    tokens, sample_B, device_B, per_worker, pass_kw = _sample(m, p, batch, seq_len)
     if accelerator_sps is None:
         r = roofline(m, hw, precision=precision, phase="training", efficiency=efficiency,
                      mem_efficiency=mem_efficiency, optimizer=optimizer, **pass_kw)
@@ -385,16 +406,8 @@ def datapipe(workload, hardware, batch=256, pipeline=None, workers=8, cores=None
     ratio = acc_sps / per_worker
     needed = (math.ceil(ratio - 1e-9) if math.isfinite(ratio) else math.nan) if isinstance(ratio, float) \
         else np.ceil(ratio - 1e-9)
-    feasible, reason = r.feasible, r.reason
-    if whole is not None:          # a fractional worker, reader, core or token count in a sweep
-        feasible = np.broadcast_to(feasible, np.broadcast_shapes(np.shape(feasible), np.shape(whole),
-                                                                 np.shape(delivered))) & whole
-        delivered = np.where(feasible, delivered, np.nan)
-        reason = "; ".join(x for x in (reason.removesuffix(" where feasible is False"), COUNTS_REASON) if x) \
-            + " where feasible is False"
-    if np.ndim(feasible):
-        storage_sps, cpu_sps, link_sps = (np.where(feasible, np.broadcast_to(v, np.shape(feasible)), np.nan)
-                                          for v in (storage_sps, cpu_sps, link_sps))
+    feasible, reason, delivered, storage_sps, cpu_sps, link_sps = _masked(
+        r, whole, delivered, storage_sps, cpu_sps, link_sps)
     return DataPipe(workload=m.name, hardware=hw.name, pipeline=p.name, storage=tier.name, batch=r.batch,
                     workers=workers, tokens_per_sample=tokens, sample_B=sample_B, device_B=device_B,
                     storage_sps=storage_sps, cpu_sps=cpu_sps, link_sps=link_sps, accelerator_sps=acc_sps,

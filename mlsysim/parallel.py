@@ -172,6 +172,51 @@ def _gemm_seconds_swept(m, hw, precision, T, b, s, cp, tp, ep, full):
     return tuple(np.asarray(y)[inverse].reshape(shape) if np.ndim(y) else y for y in parts)
 
 
+def _comm_s(m: Transformer, c: Cluster, xp, mem, per_param, tokens, b, s, tp, pp, dp, cp, ep, v, zero, sp, ab,
+            Ls, n_moe, full, attn_per_layer, compute, overlap, tp_overlap):
+    """Exposed TP, EP, CP, PP time of one micro-batch; DP time per micro-batch slot and after the last one."""
+    hw, g = c.accelerator, c.accelerators_per_node
+    up = c.scaleup_Bps if g > 1 else hw.memory_bw_Bps  # one GPU per node never uses it
+    out, lat = c.scaleout_Bps_per_accelerator, c.fabric.latency_s
+    d = m.d_model
+    # tensor, expert, context and pipeline communication of one micro-batch
+    S = tokens * d * ab
+    tp_mb = Ls * (8 + 4 * full) * reduce_scatter_time(S, _int(tp), up) * (1 - tp_overlap)
+    ep_mb = 0.0
+    if m.is_moe:
+        inner = tp * cp
+        ep_in = xp.minimum(ep, xp.maximum(1, g // inner))
+        s_ep = tokens * m.experts_per_token * d * ab / xp.where(sp, tp, 1)
+        inside = all_to_all_time(s_ep, _int(ep), up)
+        across = all_to_all_time(s_ep * (ep - ep_in) / xp.maximum(ep - 1, 1), _int(ep), out, lat)
+        ep_mb = n_moe * (4 + 2 * full) * xp.where(ep_in >= ep, inside, across)
+    cp_mb = 0.0
+    if (cp > 1) if type(cp) is int else np.any(np.asarray(cp) > 1):
+        kv_per_rank = m.kv_elements_per_token / m.layers / (tp if m.is_mla else xp.minimum(tp, m.kv_heads))
+        s_kv = b * s * kv_per_rank * ab
+        bw = xp.where(tp * cp <= g, up, out)
+        gather = all_gather_time(s_kv, _int(cp), bw, xp.where(tp * cp <= g, 0.0, lat))
+        cp_mb = Ls * xp.maximum(0.0, (3 + full) * gather - attn_per_layer)
+    stride = tp * cp * dp
+    same_node = stride < g
+    pp_mb = (pp > 1) * 2 * v * p2p_time(S / tp, xp.where(same_node, up, out), xp.where(same_node, 0.0, lat))
+    # data-parallel gradient reduction (and ZeRO-3 weight gathers)
+    grad_B = per_param[1]
+    ar = _hier(mem["psi_dense"] * grad_B, dp * cp, tp, g, up, out, lat)
+    if m.is_moe:
+        # (at least one replica: where ep > dp·cp, an entry a sweep masks, the arithmetic stays valid)
+        ar = ar + _hier(mem["psi_experts"] * grad_B, xp.maximum(dp * cp // ep, 1), tp * cp * ep, g, up, out, lat)
+    rs = ar / 2
+    ag = rs * per_param[0] / grad_B   # the weights come back in their own format
+    w_bwd = compute * (2 + full) / (3 + full) * overlap
+    w_fwd = compute / (3 + full) * overlap
+    mx = xp.maximum
+    rs_b, ag_f = mx(0.0, rs - w_bwd), mx(0.0, ag - w_fwd)   # what the windows leave exposed
+    slot_dp = (zero == 2) * rs_b + (zero == 3) * (ag_f + mx(0.0, ag + rs - w_bwd))
+    tail_dp = (zero == 0) * mx(0.0, ar - w_bwd) + (zero == 1) * (rs_b + ag_f) + (zero == 2) * ag_f
+    return tp_mb, ep_mb, cp_mb, pp_mb, slot_dp, tail_dp
+
+
 def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, pp, dp, cp, ep, b, M, v,
               zero, rc, sp, eager: bool, eta, overlap, tp_overlap, causal: bool = True, share=0.0,
               unfused: bool = False) -> dict:
@@ -179,10 +224,8 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     xp = ops(gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp, 0.0 if eta is None else eta, overlap, tp_overlap,
              share)
     hw = c.accelerator
-    g, n_gpu = c.accelerators_per_node, c.accelerators
+    n_gpu = c.accelerators
     peak, hbm = hw.peak(precision), hw.memory_bw_Bps
-    up = c.scaleup_Bps if g > 1 else hw.memory_bw_Bps  # one GPU per node never uses it
-    out, lat = c.scaleout_Bps_per_accelerator, c.fabric.latency_s
     ab = bytes_per(precision)
     mem = memory_core(m, per_param, zero, tp, pp, dp, cp, ep, b, s, rc, sp, v, M, ab, eager, share)
     full = (rc == 2) + (rc != 2) * share   # the share of the layers whose forward runs twice
@@ -223,42 +266,9 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     stream = hbm if eta is not None else hbm * MEMORY_EFFICIENCY   # a given η lumps this in
     nongemm = traffic / stream + (0.0 if eta is not None else Ls * (3 + full) * LAYER_OVERHEAD_S)
     compute = gemm + nongemm
-    # tensor, expert, context and pipeline communication of one micro-batch
-    S = tokens * d * ab
-    tp_mb = Ls * (8 + 4 * full) * reduce_scatter_time(S, _int(tp), up) * (1 - tp_overlap)
-    ep_mb = 0.0
-    if m.is_moe:
-        inner = tp * cp
-        ep_in = xp.minimum(ep, xp.maximum(1, g // inner))
-        s_ep = tokens * m.experts_per_token * d * ab / xp.where(sp, tp, 1)
-        inside = all_to_all_time(s_ep, _int(ep), up)
-        across = all_to_all_time(s_ep * (ep - ep_in) / xp.maximum(ep - 1, 1), _int(ep), out, lat)
-        ep_mb = n_moe * (4 + 2 * full) * xp.where(ep_in >= ep, inside, across)
-    cp_mb = 0.0
-    if (cp > 1) if type(cp) is int else np.any(np.asarray(cp) > 1):
-        kv_per_rank = m.kv_elements_per_token / L / (tp if m.is_mla else xp.minimum(tp, m.kv_heads))
-        s_kv = b * s * kv_per_rank * ab
-        bw = xp.where(tp * cp <= g, up, out)
-        gather = all_gather_time(s_kv, _int(cp), bw, xp.where(tp * cp <= g, 0.0, lat))
-        cp_mb = Ls * xp.maximum(0.0, (3 + full) * gather - attn_per_layer)
-    stride = tp * cp * dp
-    same_node = stride < g
-    pp_mb = (pp > 1) * 2 * v * p2p_time(S / tp, xp.where(same_node, up, out), xp.where(same_node, 0.0, lat))
-    # data-parallel gradient reduction (and ZeRO-3 weight gathers)
-    grad_B = per_param[1]
-    ar = _hier(mem["psi_dense"] * grad_B, dp * cp, tp, g, up, out, lat)
-    if m.is_moe:
-        # (at least one replica: where ep > dp·cp, an entry a sweep masks, the arithmetic stays valid)
-        ar = ar + _hier(mem["psi_experts"] * grad_B, xp.maximum(dp * cp // ep, 1), tp * cp * ep, g, up, out, lat)
-    rs = ar / 2
-    ag = rs * per_param[0] / grad_B   # the weights come back in their own format
-    w_bwd = compute * (2 + full) / (3 + full) * overlap
-    w_fwd = compute / (3 + full) * overlap
-
-    mx = xp.maximum
-    rs_b, ag_f = mx(0.0, rs - w_bwd), mx(0.0, ag - w_fwd)   # what the windows leave exposed
-    slot_dp = (zero == 2) * rs_b + (zero == 3) * (ag_f + mx(0.0, ag + rs - w_bwd))
-    tail_dp = (zero == 0) * mx(0.0, ar - w_bwd) + (zero == 1) * (rs_b + ag_f) + (zero == 2) * ag_f
+    tp_mb, ep_mb, cp_mb, pp_mb, slot_dp, tail_dp = _comm_s(m, c, xp, mem, per_param, tokens, b, s, tp, pp, dp, cp,
+                                                           ep, v, zero, sp, ab, Ls, n_moe, full, attn_per_layer,
+                                                           compute, overlap, tp_overlap)
     update = mem["grads_B"] + 2 * (mem["master_B"] + mem["optimizer_B"]) + mem["weights_B"]
     optimizer = update / stream
     slot = compute + tp_mb + ep_mb + cp_mb + pp_mb + slot_dp
@@ -268,8 +278,7 @@ def step_core(m: Transformer, c: Cluster, per_param, precision: str, gb, s, tp, 
     tokens_step = gb * s
     model_flops = tokens_step * 3 * (2 * m.matmul_params_per_token + pair_per_key * L * s)
     layers_mm = m.matmul_params_per_token - V * d
-    hw_flops = tokens_step * (2 * layers_mm * (3 + full) + 6 * V * d
-                              + pair * L * att_mult)
+    hw_flops = tokens_step * (2 * layers_mm * (3 + full) + 6 * V * d + pair * L * att_mult)
     denominator = step * n_gpu * peak
     return dict(step_s=step, compute_s=M * compute, gemm_s=M * gemm, nongemm_s=M * nongemm,
                 gemm_efficiency=flops / (gemm * peak), tp_comm_s=M * tp_mb, ep_comm_s=M * ep_mb,
@@ -412,7 +421,6 @@ class TrainStep(Record):
         return rows
 
 
-
 _TIMES = ("step_s", "compute_s", "gemm_s", "nongemm_s", "gemm_efficiency", "tp_comm_s", "ep_comm_s", "cp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
           "optimizer_s", "bubble_fraction", "mfu", "hfu", "tokens_per_s", "memory_per_gpu_B")
 
@@ -439,6 +447,42 @@ def _prepare(m, c, precision, optimizer, attention, efficiency, overlap, tp_over
 @functools.lru_cache(maxsize=64)
 def _optimizer_cached(name: str):
     return _optimizer(name)
+
+
+def _fit_or_mask(m, c, r, bad, reason, scalar):
+    """Raise where a scalar step does not fit in memory; for arrays, NaN the times of bad or unfitting entries."""
+    mem = r.pop("memory")
+    fits = mem["total_B"] <= c.accelerator.memory_B
+    if scalar:
+        if not fits:
+            raise InfeasibleError(
+                f"{m.name} needs {fmt(mem['total_B'], 'B', 4)} per GPU ({fmt(mem['activations_B'], 'B')} of "
+                f"activations, {fmt(mem['weights_B'] + mem['grads_B'] + mem['master_B'] + mem['optimizer_B'], 'B')}"
+                f" of model states) but {c.accelerator.name} has {fmt(c.accelerator.memory_B, 'B', 4)}: "
+                f"raise tp, pp or the ZeRO stage, recompute more, or shrink the micro-batch")
+        feasible = True
+    else:
+        feasible = ~np.asarray(bad) & fits
+        if not np.all(fits | np.asarray(bad)):
+            n = int(np.count_nonzero(~fits & ~np.asarray(bad)))
+            reason = "; ".join(filter(None, [reason, f"does not fit in {fmt(c.accelerator.memory_B, 'B')} ({n})"]))
+        shape = np.broadcast_shapes(*(np.shape(v_) for v_ in r.values() if not isinstance(v_, dict)))
+        feasible = np.broadcast_to(feasible, shape)
+        r = {k: (np.where(feasible, np.broadcast_to(val, shape), np.nan) if k in _TIMES else val)
+             for k, val in r.items()}
+    return mem, r, feasible, reason
+
+
+def _memory_record(m, c, mem, opt, precision, rc, attention, zero, tp, pp, dp, cp, ep, b, s, v, feasible, share):
+    """The :class:`~mlsysim.memory.TrainingMemory` record of a step's memory dictionary."""
+    return record(
+        TrainingMemory, model=m.name, optimizer=opt.name, precision=precision, recompute=_names(rc),
+        attention=attention, zero_stage=zero, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=b, seq_len=s, interleave=v,
+        weights_B=mem["weights_B"], grads_B=mem["grads_B"], master_B=mem["master_B"],
+        optimizer_B=mem["optimizer_B"], activations_B=mem["activations_B"], buffers_B=mem["buffers_B"],
+        total_B=mem["total_B"], params_per_gpu=mem["params_per_gpu"], layer_activation_B=mem["layer_activation_B"],
+        layers_in_flight=mem["layers_in_flight"], capacity_B=c.accelerator.memory_B, feasible=feasible, reason="",
+        recompute_fraction=share)
 
 
 def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=None, interleave=1,
@@ -510,33 +554,9 @@ def train_step(m, c, global_batch, seq_len, tp=8, pp=8, dp=None, microbatches=No
         tp = np.where(bad, 1, tp)
     r = step_core(m, c, per_param, precision, gb, s, tp, pp, dp, cp, ep, b, M, v, zero, rc, sp,
                   attention == "eager", eta, ov, tov, causal, share, elementwise == "eager")
-    mem = r.pop("memory")
-    fits = mem["total_B"] <= c.accelerator.memory_B
-    if scalar:
-        if not fits:
-            raise InfeasibleError(
-                f"{m.name} needs {fmt(mem['total_B'], 'B', 4)} per GPU ({fmt(mem['activations_B'], 'B')} of "
-                f"activations, {fmt(mem['weights_B'] + mem['grads_B'] + mem['master_B'] + mem['optimizer_B'], 'B')}"
-                f" of model states) but {c.accelerator.name} has {fmt(c.accelerator.memory_B, 'B', 4)}: "
-                f"raise tp, pp or the ZeRO stage, recompute more, or shrink the micro-batch")
-        feasible = True
-    else:
-        feasible = ~np.asarray(bad) & fits
-        if not np.all(fits | np.asarray(bad)):
-            n = int(np.count_nonzero(~fits & ~np.asarray(bad)))
-            reason = "; ".join(filter(None, [reason, f"does not fit in {fmt(c.accelerator.memory_B, 'B')} ({n})"]))
-        shape = np.broadcast_shapes(*(np.shape(v_) for v_ in r.values() if not isinstance(v_, dict)))
-        feasible = np.broadcast_to(feasible, shape)
-        r = {k: (np.where(feasible, np.broadcast_to(val, shape), np.nan) if k in _TIMES else val)
-             for k, val in r.items()}
-    memory = record(
-        TrainingMemory, model=m.name, optimizer=opt.name, precision=precision, recompute=_names(rc),
-        attention=attention, zero_stage=zero, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=b, seq_len=s, interleave=v,
-        weights_B=mem["weights_B"], grads_B=mem["grads_B"], master_B=mem["master_B"],
-        optimizer_B=mem["optimizer_B"], activations_B=mem["activations_B"], buffers_B=mem["buffers_B"],
-        total_B=mem["total_B"], params_per_gpu=mem["params_per_gpu"], layer_activation_B=mem["layer_activation_B"],
-        layers_in_flight=mem["layers_in_flight"], capacity_B=c.accelerator.memory_B, feasible=feasible, reason="",
-        recompute_fraction=share)
+    mem, r, feasible, reason = _fit_or_mask(m, c, r, bad, reason, scalar)
+    memory = _memory_record(m, c, mem, opt, precision, rc, attention, zero, tp, pp, dp, cp, ep, b, s, v, feasible,
+                            share)
     return record(TrainStep, model=m.name, cluster=c.name, accelerators=c.accelerators, precision=precision,
                      efficiency=SHAPE_AWARE if eta is None else eta, recompute=_names(rc), attention=attention, zero_stage=zero, tp=tp, pp=pp,
                      dp=dp, cp=cp, ep=ep, micro_batch=b, microbatches=M, interleave=v, global_batch=gb,
@@ -594,6 +614,50 @@ class ParallelSearch:
         return f"<table>{cells}</table>" + self.ranking._repr_html_()
 
 
+def _screen(m, n, g, global_batch, seq_len, cands):
+    """Apply the layout rules to the candidate grid: the passing layouts, the grid size, counts excluded per rule."""
+    names, fractional = dict(b="micro_batch", v="interleave", zero="zero_stage"), []
+    for k, vals in cands.items():
+        one = isinstance(vals, (str, bytes)) or np.ndim(vals) == 0
+        if one:   # one value: a single candidate, refused if it is not a whole number
+            cands[k] = vals = [vals]
+        if len(vals) == 0:
+            raise MlsysimError(f"no candidates given for {names.get(k, k)}")
+        if k not in ("rc", "rf"):
+            low = 0 if k == "zero" else 1
+            if one:
+                check_integer(names.get(k, k), vals, minimum=low)
+            elif check_count(names.get(k, k), vals, minimum=low) is not None:
+                fractional.append(k)   # a list with fractional candidates: those are excluded below
+    grids = np.meshgrid(*(np.asarray(v, dtype=float if fractional or k == "rf" else np.int64)
+                          for k, v in cands.items()), indexing="ij")
+    tp_, pp_, cp_, ep_, b_, v_, z_, rc_, rf_ = flat = [a.ravel() for a in grids]
+    total = tp_.size
+    dp_ = n // (tp_ * pp_ * cp_)
+    M_ = global_batch // np.maximum(dp_ * b_, 1)
+    rules = [(flat[list(cands).index(k)] % 1 != 0, f"{names.get(k, k)} must be a whole number") for k in fractional]
+    rules += [(tp_ * pp_ * cp_ * dp_ != n, "tp × pp × cp does not divide the GPU count"),
+             (tp_ > g, "tensor parallelism across nodes"), (g % tp_ != 0, "tp does not divide the GPUs per node"),
+             (dp_ * b_ * M_ != global_batch, "dp × micro-batch does not divide the global batch")]
+    rules += structure_violations(m, tp_, pp_, cp_, ep_, dp_, v_, seq_len)
+    rules += [((v_ > 1) & (M_ % pp_ != 0), "interleaving needs micro-batches divisible by pp"),
+              ((v_ > 1) & (M_ < pp_), "interleaving needs at least pp micro-batches"),
+              ((rc_ == 2) & (rf_ > 0), "full recomputation already re-runs every layer")]
+    excluded, bad = {}, np.zeros(total, dtype=bool)
+    for mask, reason in rules:
+        new = np.asarray(mask) & ~bad
+        if new.any():
+            excluded[reason] = excluded.get(reason, 0) + int(new.sum())
+            bad |= new
+    keep = np.flatnonzero(~bad)
+    if keep.size == 0:
+        raise InfeasibleError(f"no layout of {m.name} on {n:,} GPUs passes the rules: "
+                              + "; ".join(f"{k} ({v:,})" for k, v in excluded.items()))
+    sel = {k: a[keep] for k, a in dict(tp=tp_, pp=pp_, cp=cp_, ep=ep_, b=b_, v=v_, z=z_, rc=rc_, rf=rf_,
+                                        dp=dp_, M=M_).items()}
+    return sel, total, excluded
+
+
 def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None, cp=(1,), ep=None,
                      micro_batch=None, interleave=(1, 2, 4), zero_stage=(0, 1, 2, 3), recompute=None,
                      precision: str = "bf16", efficiency=None, optimizer: str = "adam",
@@ -636,45 +700,7 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
                  b=pick(micro_batch, _divisors(global_batch)), v=interleave, zero=zero_stage,
                  rc=[recompute_code(r) for r in ([recompute] if isinstance(recompute, str) else recompute)],
                  rf=np.atleast_1d(np.asarray(recompute_fraction, dtype=float)).ravel())
-    names, fractional = dict(b="micro_batch", v="interleave", zero="zero_stage"), []
-    for k, vals in cands.items():
-        one = isinstance(vals, (str, bytes)) or np.ndim(vals) == 0
-        if one:   # one value: a single candidate, refused if it is not a whole number
-            cands[k] = vals = [vals]
-        if len(vals) == 0:
-            raise MlsysimError(f"no candidates given for {names.get(k, k)}")
-        if k not in ("rc", "rf"):
-            low = 0 if k == "zero" else 1
-            if one:
-                check_integer(names.get(k, k), vals, minimum=low)
-            elif check_count(names.get(k, k), vals, minimum=low) is not None:
-                fractional.append(k)   # a list with fractional candidates: those are excluded below
-    grids = np.meshgrid(*(np.asarray(v, dtype=float if fractional or k == "rf" else np.int64)
-                          for k, v in cands.items()), indexing="ij")
-    tp_, pp_, cp_, ep_, b_, v_, z_, rc_, rf_ = flat = [a.ravel() for a in grids]
-    total = tp_.size
-    dp_ = n // (tp_ * pp_ * cp_)
-    M_ = global_batch // np.maximum(dp_ * b_, 1)
-    rules = [(flat[list(cands).index(k)] % 1 != 0, f"{names.get(k, k)} must be a whole number") for k in fractional]
-    rules += [(tp_ * pp_ * cp_ * dp_ != n, "tp × pp × cp does not divide the GPU count"),
-             (tp_ > g, "tensor parallelism across nodes"), (g % tp_ != 0, "tp does not divide the GPUs per node"),
-             (dp_ * b_ * M_ != global_batch, "dp × micro-batch does not divide the global batch")]
-    rules += structure_violations(m, tp_, pp_, cp_, ep_, dp_, v_, seq_len)
-    rules += [((v_ > 1) & (M_ % pp_ != 0), "interleaving needs micro-batches divisible by pp"),
-              ((v_ > 1) & (M_ < pp_), "interleaving needs at least pp micro-batches"),
-              ((rc_ == 2) & (rf_ > 0), "full recomputation already re-runs every layer")]
-    excluded, bad = {}, np.zeros(total, dtype=bool)
-    for mask, reason in rules:
-        new = np.asarray(mask) & ~bad
-        if new.any():
-            excluded[reason] = excluded.get(reason, 0) + int(new.sum())
-            bad |= new
-    keep = np.flatnonzero(~bad)
-    if keep.size == 0:
-        raise InfeasibleError(f"no layout of {m.name} on {n:,} GPUs passes the rules: "
-                              + "; ".join(f"{k} ({v:,})" for k, v in excluded.items()))
-    sel = {k: a[keep] for k, a in dict(tp=tp_, pp=pp_, cp=cp_, ep=ep_, b=b_, v=v_, z=z_, rc=rc_, rf=rf_,
-                                        dp=dp_, M=M_).items()}
+    sel, total, excluded = _screen(m, n, g, global_batch, seq_len, cands)
     r = step_core(m, c, per_param, precision, global_batch, seq_len, sel["tp"], sel["pp"], sel["dp"], sel["cp"],
                   sel["ep"], sel["b"], sel["M"], sel["v"], sel["z"], sel["rc"], sequence_parallel,
                   attention == "eager", efficiency, overlap, tp_overlap, causal, sel["rf"],
@@ -685,7 +711,7 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
         excluded[f"does not fit in {fmt(c.accelerator.memory_B, 'B')}"] = int((~fits).sum())
     if not fits.any():
         raise InfeasibleError(f"no layout of {m.name} on {n:,} GPUs fits in the {fmt(c.accelerator.memory_B, 'B')}"
-                              f" of an {c.accelerator.name} ({keep.size:,} candidates pass the other rules)")
+                              f" of an {c.accelerator.name} ({sel['tp'].size:,} candidates pass the other rules)")
     ok = np.flatnonzero(fits)
     order = ok[np.lexsort((mem[ok], r["step_s"][ok]))]
     rows = []

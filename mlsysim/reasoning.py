@@ -215,6 +215,12 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
         raise InfeasibleError(f"{m.name} cannot serve requests of {np.max(context):,.0f} tokens on {hw.name} "
                               f"with tp up to {max_tp}" + (f" within {fmt(latency_slo_s, 's')}" if latency_slo_s
                                                            else ""))
+    ok, reason, out = _cheapest(options, shape, whole, fractional, latency_slo_s)
+    return ReasoningService(workload=m.name, hardware=hw.name, feasible=ok, reason=reason, **values, **out)
+
+
+def _cheapest(options, shape, whole, fractional, latency_slo_s):
+    """Per entry, the option with the fewest GPUs (then the lowest latency): feasibility, reason, its fields."""
     gpus = np.stack([np.where(np.isfinite(o["gpus"]), o["gpus"] + 1e-6 * o["e2e_s"], np.inf) for o in options])
     pick = np.argmin(gpus, axis=0)
     fits = np.isfinite(np.min(gpus, axis=0))
@@ -225,7 +231,7 @@ def reasoning_service(model, hardware, qps, price, steps=0, tokens_per_step=256,
                                  + (" within the latency target" if latency_slo_s else "")]
     why += [f"{name} must be a whole number" for name in fractional]
     reason = "; ".join(why) + " where feasible is False" if why else ""
-    return ReasoningService(workload=m.name, hardware=hw.name, feasible=ok, reason=reason, **values, **out)
+    return ok, reason, out
 
 
 def _scalar_option(tp, m, hw, p, n, context, qps, batch, precision, slo, rho, cap):

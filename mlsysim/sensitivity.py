@@ -602,17 +602,7 @@ def inverse_roofline(workload, hardware, target_s=None, tokens_per_s=None, solve
             why = (f"the {term} term alone takes {fmt(other, 's')} on {hw.name}, more than the target; "
                    f"no {solve_for} can meet it")
     else:  # more terms than one max(): bracket the factor on the vectorised solver
-        ks, oks = [], []
-        for t in np.atleast_1d(target):
-            try:
-                ks.append(_spec_factor(solver, workload, unlimited, solve_for, float(t), kwargs))
-                oks.append(True)
-            except InfeasibleError as e:
-                ks.append(math.nan)
-                oks.append(False)
-                why = str(e)
-        k = ks[0] if scalar else np.reshape(ks, np.shape(target))
-        ok = oks[0] if scalar else np.reshape(oks, np.shape(target))
+        k, ok, why = _bracketed_factor(solver, workload, unlimited, solve_for, target, scalar, kwargs)
         kb, kp = (k, 1.0) if solve_for == "bandwidth" else (1.0, k)
     if scalar:
         if not ok:
@@ -626,6 +616,22 @@ def inverse_roofline(workload, hardware, target_s=None, tokens_per_s=None, solve
                        bandwidth_Bps=kb * hw.memory_bw_Bps, capacity_B=r.footprint_B,
                        given_capacity_B=hw.memory_B, precision=precision, feasible=ok,
                        reason="" if scalar or np.all(ok) else why)
+
+
+def _bracketed_factor(solver, workload, hw: Hardware, spec: str, target, scalar: bool, kwargs: dict):
+    """Factor on ``spec`` that meets each target (NaN where none does), whether it exists, and why not."""
+    ks, oks, why = [], [], ""
+    for t in np.atleast_1d(target):
+        try:
+            ks.append(_spec_factor(solver, workload, hw, spec, float(t), kwargs))
+            oks.append(True)
+        except InfeasibleError as e:
+            ks.append(math.nan)
+            oks.append(False)
+            why = str(e)
+    k = ks[0] if scalar else np.reshape(ks, np.shape(target))
+    ok = oks[0] if scalar else np.reshape(oks, np.shape(target))
+    return k, ok, why
 
 
 def _spec_factor(solver, workload, hw: Hardware, spec: str, target_s: float, kwargs: dict) -> float:

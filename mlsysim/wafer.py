@@ -222,6 +222,98 @@ def _crossover_batch(m: Transformer, tokens_per_seq, fwd_flops_per_seq, wb: floa
     return b
 
 
+def _streaming_inputs(workload, hardware, phase: str, recompute: str, wafers, efficiency, external_memory_B):
+    """The Transformer and the device of :func:`weight_streaming`, its settings checked."""
+    m, hw = _transformer(workload), _hardware(hardware)
+    if phase not in PHASES:
+        raise UnknownNameError("weight-streaming phase", phase, PHASES)
+    if recompute not in RECOMPUTE:
+        raise UnknownNameError("recomputation", recompute, RECOMPUTE)
+    if phase != "training" and recompute != "none":
+        raise MlsysimError("recompute applies to training only")
+    if hw.host_link_Bps is None:
+        raise MlsysimError(f"{hw.name} has no host/injection link (host_link_Bps) to stream weights over")
+    _check_count("wafers", wafers)
+    check_fraction("efficiency", efficiency)
+    check_positive("external_memory_B", external_memory_B)
+    return m, hw
+
+
+def _forward_flops(m: Transformer, phase: str, batch, seq_len, context_tokens, precision: str, wp: str, optimizer):
+    """Forward FLOP of one sweep over the batch on the wafer, and the tokens per sequence."""
+    if phase == "decode":
+        _, c, tps = pass_cost(m, "decode", batch, context_tokens=context_tokens, precision=precision,
+                              weight_precision=wp)
+        fwd = c.flops
+    else:
+        kind = "training" if phase == "training" else "prefill"
+        ctx = 0 if phase == "training" else context_tokens
+        _, c, tps = pass_cost(m, kind, batch, seq_len=seq_len, context_tokens=ctx, precision=precision,
+                              weight_precision=wp, optimizer=optimizer)
+        fwd = c.flops / 3.0 if phase == "training" else c.flops
+    return fwd, tps
+
+
+def _sweeps(m: Transformer, phase: str, recompute: str, fwd, w, peak, rate, optimizer, wp: str, wb: float):
+    """Compute and streaming times of the forward and backward sweeps, FLOPs, external state and step time."""
+    fc, fs = fwd / peak, w / rate
+    if phase == "training":
+        extra = 1.0 if recompute == "full" else 0.0
+        bc, bs = (2.0 + extra) * fwd / peak, w / rate   # gradients out (same bytes) run in parallel
+        model_flops, flops = 3.0 * fwd, (3.0 + extra) * fwd
+        state = training_state(m, optimizer, wp).total_B
+    else:
+        bc = bs = 0.0 * fwd
+        model_flops = flops = fwd
+        state = m.params * wb
+    time_s = np.maximum(fc, fs) + np.maximum(bc, bs) if np.ndim(fc) else max(fc, fs) + max(bc, bs)
+    return fc, fs, bc, bs, model_flops, flops, state, time_s
+
+
+def _sram(m: Transformer, hw, phase: str, recompute: str, batch, tokens, tps, context_tokens, precision: str,
+          wb: float, ab: float):
+    """SRAM the step needs and the most sequences that fit beside the weight buffers."""
+    # a double buffer of the largest streamed layer (+ its gradients in training) and the step's data
+    block = (m.params - m.embedding_params - m.head_params) / m.layers * wb
+    largest = max(block, m.vocab * m.d_model * wb)
+    buffers = (3.0 if phase == "training" else 2.0) * largest
+    kv_tok = m.kv_bytes_per_token(precision)
+    if phase == "training":
+        per_token_layers = m.d_model * m.layers + m.saved_activation_elements if recompute == "full" \
+            else m.saved_activation_elements * m.layers
+        data = tokens * (per_token_layers + m.vocab) * ab
+    else:
+        live = tokens * (2 * m.d_model + (2 if m.gated_mlp else 1) * max(m.d_ff, m.moe_d_ff)) * ab
+        cached = batch * (context_tokens + tps) * kv_tok
+        data = live + cached
+    sram_needed = buffers + data
+    per_seq = data / batch
+    max_batch = np.floor(np.maximum(hw.memory_B - buffers, 0.0) / per_seq)
+    return sram_needed, max_batch
+
+
+def _feasibility(m: Transformer, hw, phase: str, batch, sram_needed, max_batch, state, external_memory_B, whole):
+    """Whether SRAM and the external store hold the step (a scalar that does not raises), and why not."""
+    ok = (sram_needed <= hw.memory_B) & (state <= external_memory_B)
+    fits = ok
+    if whole is not None:
+        ok = ok & whole
+    reason = ""
+    if np.ndim(ok) == 0:
+        if not ok:
+            why = (f"its weights and optimizer state ({fmt(state, 'B')}) exceed the external memory "
+                   f"({fmt(external_memory_B, 'B')})" if state > external_memory_B else
+                   f"needs {fmt(sram_needed, 'B')} of SRAM but {hw.name} has {fmt(hw.memory_B, 'B')} "
+                   f"(at most {max_batch:,.0f} sequences fit)")
+            raise InfeasibleError(f"{m.name} {phase} at batch {batch:g}: {why}")
+        ok = True
+    elif not np.all(ok):
+        why = [] if whole is not None and np.all(fits | ~whole) else \
+            ["needs more SRAM (or external memory) than the device has"]
+        reason = "; ".join(why + ([COUNTS_REASON] if whole is not None else [])) + " where feasible is False"
+    return ok, reason
+
+
 def weight_streaming(workload, hardware="cs-3", batch=1, seq_len=2048, phase: str = "training",
                      precision: str = "fp16", weight_precision: str | None = None, context_tokens=0,
                      recompute: str = "none", wafers: int = 1, efficiency=1.0, optimizer: str = "adamw",
@@ -245,84 +337,22 @@ def weight_streaming(workload, hardware="cs-3", batch=1, seq_len=2048, phase: st
     >>> r.bound, round(r.ridge / 1e3, 1), round(float(r.compute_bound_batch), 1), float(r.max_batch)
     ('injection', 105.6, 51.2, 9.0)
     """
-    m, hw = _transformer(workload), _hardware(hardware)
-    if phase not in PHASES:
-        raise UnknownNameError("weight-streaming phase", phase, PHASES)
-    if recompute not in RECOMPUTE:
-        raise UnknownNameError("recomputation", recompute, RECOMPUTE)
-    if phase != "training" and recompute != "none":
-        raise MlsysimError("recompute applies to training only")
-    if hw.host_link_Bps is None:
-        raise MlsysimError(f"{hw.name} has no host/injection link (host_link_Bps) to stream weights over")
-    _check_count("wafers", wafers)
-    check_fraction("efficiency", efficiency)
-    check_positive("external_memory_B", external_memory_B)
+    m, hw = _streaming_inputs(workload, hardware, phase, recompute, wafers, efficiency, external_memory_B)
     wp = weight_precision or precision
     wb, ab = bytes_per(wp), bytes_per(precision)
     peak, rate = hw.peak(precision) * efficiency, hw.host_link_Bps
     whole = _whole(check_count("batch", batch), check_count("seq_len", seq_len),
                    check_count("context_tokens", context_tokens, minimum=0))
     batch, seq_len, context_tokens = _num(batch), _num(seq_len), _num(context_tokens)
-    if phase == "decode":
-        _, c, tps = pass_cost(m, "decode", batch, context_tokens=context_tokens, precision=precision,
-                              weight_precision=wp)
-        fwd = c.flops
-    else:
-        kind = "training" if phase == "training" else "prefill"
-        ctx = 0 if phase == "training" else context_tokens
-        _, c, tps = pass_cost(m, kind, batch, seq_len=seq_len, context_tokens=ctx, precision=precision,
-                              weight_precision=wp, optimizer=optimizer)
-        fwd = c.flops / 3.0 if phase == "training" else c.flops
+    fwd, tps = _forward_flops(m, phase, batch, seq_len, context_tokens, precision, wp, optimizer)
     tokens = batch * tps
     w = _transformer_weight_reads(m, tokens, wb)
-    fc, fs = fwd / peak, w / rate
-    if phase == "training":
-        extra = 1.0 if recompute == "full" else 0.0
-        bc, bs = (2.0 + extra) * fwd / peak, w / rate   # gradients out (same bytes) run in parallel
-        model_flops, flops = 3.0 * fwd, (3.0 + extra) * fwd
-        state = training_state(m, optimizer, wp).total_B
-    else:
-        bc = bs = 0.0 * fwd
-        model_flops = flops = fwd
-        state = m.params * wb
-    time_s = np.maximum(fc, fs) + np.maximum(bc, bs) if np.ndim(fc) else max(fc, fs) + max(bc, bs)
-
-    # SRAM: a double buffer of the largest streamed layer (+ its gradients in training) and the step's data
-    block = (m.params - m.embedding_params - m.head_params) / m.layers * wb
-    largest = max(block, m.vocab * m.d_model * wb)
-    buffers = (3.0 if phase == "training" else 2.0) * largest
-    kv_tok = m.kv_bytes_per_token(precision)
-    if phase == "training":
-        per_token_layers = m.d_model * m.layers + m.saved_activation_elements if recompute == "full" \
-            else m.saved_activation_elements * m.layers
-        data = tokens * (per_token_layers + m.vocab) * ab
-    else:
-        live = tokens * (2 * m.d_model + (2 if m.gated_mlp else 1) * max(m.d_ff, m.moe_d_ff)) * ab
-        cached = batch * (context_tokens + tps) * kv_tok
-        data = live + cached
-    sram_needed = buffers + data
-    per_seq = data / batch
-    max_batch = np.floor(np.maximum(hw.memory_B - buffers, 0.0) / per_seq)
+    fc, fs, bc, bs, model_flops, flops, state, time_s = _sweeps(m, phase, recompute, fwd, w, peak, rate, optimizer,
+                                                                wp, wb)
+    sram_needed, max_batch = _sram(m, hw, phase, recompute, batch, tokens, tps, context_tokens, precision, wb, ab)
     fwd_per_seq = fwd / batch
     need = _crossover_batch(m, tps, fwd_per_seq, wb, peak, rate)
-
-    ok = (sram_needed <= hw.memory_B) & (state <= external_memory_B)
-    fits = ok
-    if whole is not None:
-        ok = ok & whole
-    reason = ""
-    if np.ndim(ok) == 0:
-        if not ok:
-            why = (f"its weights and optimizer state ({fmt(state, 'B')}) exceed the external memory "
-                   f"({fmt(external_memory_B, 'B')})" if state > external_memory_B else
-                   f"needs {fmt(sram_needed, 'B')} of SRAM but {hw.name} has {fmt(hw.memory_B, 'B')} "
-                   f"(at most {max_batch:,.0f} sequences fit)")
-            raise InfeasibleError(f"{m.name} {phase} at batch {batch:g}: {why}")
-        ok = True
-    elif not np.all(ok):
-        why = [] if whole is not None and np.all(fits | ~whole) else \
-            ["needs more SRAM (or external memory) than the device has"]
-        reason = "; ".join(why + ([COUNTS_REASON] if whole is not None else [])) + " where feasible is False"
+    ok, reason = _feasibility(m, hw, phase, batch, sram_needed, max_batch, state, external_memory_B, whole)
     return WeightStreaming(
         workload=m.name, hardware=hw.name, phase=phase, precision=precision, recompute=recompute,
         wafers=int(wafers), batch=batch, tokens=tokens, flops=_where(ok, flops),
