@@ -501,13 +501,14 @@ def _add_lab(commands) -> None:
                         "torch.save+fsync, dcp, dcp-async")
     c.add_argument("--compare", action="store_true",
                    help="with --framework torch: every engine on one state, beside the machine's floors")
-    c.add_argument("--repeats", type=int, default=3, help="with --framework torch: timed rounds (default 3)")
+    c.add_argument("--repeats", type=int, help="with --framework torch: timed rounds (default 3)")
     c.add_argument("--size-mb", type=float, default=64.0, help="checkpoint size in MB (1e6 B; default 64)")
-    c.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
-    c.add_argument("--every", type=int, default=5, help="checkpoint every this many steps (default 5)")
+    c.add_argument("--steps", type=int, help="--framework numpy: training steps (default 20)")
+    c.add_argument("--every", type=int, help="--framework numpy: checkpoint every this many steps (default 5)")
     c.add_argument("--dir", help="checkpoint directory (default: a temporary one, removed afterwards)")
-    c.add_argument("--buffers", type=int, default=2, help="concurrent engine: checkpoints in flight (default 2)")
-    c.add_argument("--keep", type=int, default=2, help="committed checkpoints kept (default 2)")
+    c.add_argument("--buffers", type=int, help="--framework numpy, concurrent engine: checkpoints in flight "
+                                               "(default 2)")
+    c.add_argument("--keep", type=int, help="--framework numpy: committed checkpoints kept (default 2)")
     add_json_flag(c)
     c.set_defaults(run=_run_lab_checkpoint)
 
@@ -546,12 +547,31 @@ def _progress_bar(done: int, total: int) -> None:
     sys.stderr.flush()
 
 
+# flags that only one framework's run reads, with their defaults: a flag the run would not use is refused
+NUMPY_ONLY = {"steps": 20, "every": 5, "buffers": 2, "keep": 2}
+TORCH_ONLY = {"repeats": 3}
+
+
+def _refuse_flags(args, names, why: str) -> None:
+    """One line naming every given flag in ``names`` that this run would ignore."""
+    from .errors import MlsysimError
+    given = [f"--{n}" for n in names if getattr(args, n) is not None]
+    if given:
+        raise MlsysimError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply {why}")
+
+
 def _run_lab_checkpoint(args) -> int:
     if args.framework == "torch":
+        _refuse_flags(args, NUMPY_ONLY, "with --framework torch: it saves one training state with each engine "
+                                        "in --repeats timed rounds")
+        args.repeats = TORCH_ONLY["repeats"] if args.repeats is None else args.repeats
         return _run_lab_checkpoint_torch(args)
     if args.compare:
         from .errors import MlsysimError
         raise MlsysimError("--compare needs --framework torch (it sets PyTorch's own engines beside this package's)")
+    _refuse_flags(args, TORCH_ONLY, "to --framework numpy: it trains --steps steps, checkpointing every --every")
+    for name, default in NUMPY_ONLY.items():
+        setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
     from .lab.engines import ENGINES
     from .lab.experiment import run
     from .errors import MlsysimError, UnknownNameError

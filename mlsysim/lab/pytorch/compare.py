@@ -21,7 +21,8 @@ state with each engine of :data:`~mlsysim.lab.pytorch.engines.ALL_ENGINES`:
 4. **Corruption.** One byte in the middle of each engine's newest checkpoint (its largest
    file) is flipped, and the engine's loader is asked again: it refuses the file (and
    falls back to the previous checkpoint), fails, or returns changed tensors without
-   an error — the finding this step exists to show.
+   an error — the finding this step exists to show. The byte is then flipped back: the
+   checkpoints left in ``directory`` are the ones the engines wrote, every one loadable.
 
 :func:`mlsysim.checkpoint`'s prediction for this machine (measured floors as its memory
 and storage rates, see :mod:`mlsysim.lab.predict`) stands beside each engine: the
@@ -196,8 +197,17 @@ def _timed_loads(kind: str, directory: Path, cfg: TorchConfig, repeats: int):
 
 
 def _corrupt(kind: str, directory: Path, cfg: TorchConfig, saved) -> tuple[str, bool]:
+    """Flip a byte of the newest checkpoint, ask the loader again, then flip the byte back, so that
+    the checkpoint the reader keeps is the one the engine wrote."""
     newest = newest_path(kind, directory)
     flipped = flip_middle_byte(newest)
+    try:
+        return _loaded_after_flip(kind, directory, cfg, saved, newest, flipped)
+    finally:
+        flip_middle_byte(newest)          # the same byte again: every bit back as written
+
+
+def _loaded_after_flip(kind, directory, cfg, saved, newest: Path, flipped: Path) -> tuple[str, bool]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
