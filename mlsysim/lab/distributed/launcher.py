@@ -300,6 +300,120 @@ def _worker_args(directory, steps, every, engine, mode, keep, seed, stop_after, 
     return args
 
 
+class _Job:
+    """One :func:`launch` under way: its agents' command and environment, the planned kills, what they printed."""
+
+    def __init__(self, directory, nproc: int, nodes: int, args: list, restarts: int, victims: dict, replace: bool,
+                 random_kills: int, seed: int, root, timeout_s: float):
+        self.nproc, self.args, self.restarts, self.victims, self.replace = nproc, args, restarts, victims, replace
+        self.random_kills, self.rng, self.root, self.timeout_s = random_kills, random.Random(seed), root, timeout_s
+        self.port, self.run_id = free_port(), f"mlsysim-{os.getpid()}-{time.time_ns()}"
+        self.marker = f"--dir {directory} "          # in every agent's and worker's command line
+        self.nnodes = f"1:{nodes}" if victims and not replace else str(nodes)
+        self.env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TORCHELASTIC_ERROR_FILE": "",
+                    "LOGLEVEL": "ERROR", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+        self.agents: dict = {}
+        self.out = Attempt(memory_root=None if root is None else str(root))
+        self.attempt, self.kill_at = 0, None            # kill_at: (when, pid, rank) of the planned random kill
+        self.deadline = time.monotonic() + timeout_s
+        self.what = f"the {nodes}-node job of {nproc} ranks each" if nodes > 1 else f"the {nproc}-rank job"
+
+    def start(self, name: str) -> _Agent:
+        """Start node ``name``'s torchrun agent (``node-0`` hosts the rendezvous' store)."""
+        host = "true" if name == "node-0" else "false"
+        conf = ",".join(f"{k}={v}" for k, v in RDZV_CONF)
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", self.nnodes, "--nproc-per-node",
+               str(self.nproc), "--max-restarts", str(self.restarts), "--rdzv-backend", "c10d", "--rdzv-endpoint",
+               f"127.0.0.1:{self.port}", "--rdzv-id", self.run_id, "--rdzv-conf", f"{conf},is_host={host}",
+               "--local-addr", "127.0.0.1", "--monitor-interval", "0.2", "-m", "mlsysim.lab.distributed.worker",
+               *self.args]
+        agent = _Agent(name, cmd, {**self.env, tiers.NODE_ENV: name}, self.marker)
+        self.agents[name] = agent
+        self.out.nodes.append(name)
+        self.out.nodes.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
+        self.out.pids.add(agent.proc.pid)
+        return agent
+
+    def lose(self, name: str, loss: NodeLoss, step: int) -> None:
+        """Take node ``name`` down (``memory_too``: the others' workers and memory too), then replace it."""
+        t_kill = time.monotonic()
+        self.agents[name].kill()
+        self.agents[name].lost = True
+        if self.root is not None:
+            shutil.rmtree(tiers.node_dir(self.root, name), ignore_errors=True)
+        if loss.memory_too:
+            for other in [a for a in self.agents.values() if not a.lost]:
+                alive = [p for p in other.workers if ours(p, self.marker)]
+                for pid in alive:
+                    _kill_session(pid)
+                if not _wait_gone(alive):
+                    raise LaunchError(f"the workers of {other.name} did not end within 30 s of SIGKILL")
+                if self.root is not None:
+                    shutil.rmtree(tiers.node_dir(self.root, other.name), ignore_errors=True)
+        self.out.killed.append((self.attempt, "node", step, name))
+        self.out.kill_times.append(t_kill)
+        if self.replace:
+            self.start(f"node-{len(self.out.nodes)}")                  # node-2, node-3, ...
+
+    def on_event(self, agent: _Agent, ev: dict) -> None:
+        """Record an event; SIGKILL the rank that paused (or lose its node); plan a random kill."""
+        out = self.out
+        out.events.append(ev)
+        out.times.append(time.monotonic())
+        if "start" in ev:
+            self.attempt = max(self.attempt, ev["start"])
+            out.pids.add(ev["pid"])
+            agent.workers.add(ev["pid"])
+        if "paused" in ev:
+            node = ev.get("node")
+            loss = self.victims.get(node)
+            if loss is not None and (ev["paused"], ev["step"]) == (loss.point, loss.step) \
+                    and not self.agents[node].lost:
+                self.lose(node, loss, ev["step"])
+            else:
+                if ours(ev["pid"], self.marker):
+                    _kill(ev["pid"])
+                out.killed.append((self.attempt, ev["paused"], ev["step"], ev["rank"]))
+                out.kill_times.append(time.monotonic())
+        if ("step" in ev and "loss" in ev and self.kill_at is None and self.attempt < self.random_kills
+                and not any(k[0] == self.attempt for k in out.killed)):
+            pids = sorted(e["pid"] for e in out.events if e.get("start") == self.attempt)
+            r = self.rng.randrange(len(pids))
+            self.kill_at = (time.monotonic() + self.rng.uniform(0.0, 0.15), pids[r], r)
+
+    def monitor(self) -> None:
+        """Read the agents' events until every pipe is closed, killing as planned, within the deadline."""
+        while True:
+            now = time.monotonic()
+            if now > self.deadline:
+                raise LaunchError(f"{self.what} did not finish within {self.timeout_s:.0f} s")
+            if self.kill_at is not None and now >= self.kill_at[0]:
+                _, pid, r = self.kill_at
+                self.kill_at = None
+                if not any("done" in e for e in self.out.events) and ours(pid, self.marker):
+                    _kill(pid)
+                    self.out.killed.append((self.attempt, "random", None, r))
+                    self.out.kill_times.append(time.monotonic())
+            fds = {a.fd: a for a in self.agents.values() if a.fd is not None}
+            if not fds:
+                break
+            wait = min(self.deadline, self.kill_at[0] if self.kill_at else self.deadline) - now
+            ready = select.select(list(fds), [], [], max(0.0, min(wait, 1.0)))[0]
+            for fd in ready:
+                for ev in fds[fd].read():
+                    self.on_event(fds[fd], ev)
+
+    def cleanup(self) -> None:
+        """SIGKILL (by pid) what still runs of the job, keep the agents' stderr, remove the memory tiers."""
+        for a in self.agents.values():
+            if a.proc.poll() is None or any(ours(p, self.marker) for p in a.workers):
+                a.kill()
+            a.close_pipe()
+        self.out.stderr = "".join(a.stderr() for a in self.agents.values())
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
 def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "sync", mode: str = "fsdp",
            pause: list | None = None, random_kills: int = 0, stop_after: int | None = None,
            checksums: bool = False, keep: int = 2, timeout_s: float = 180.0, seed: int = 0, *, nodes: int = 1,
@@ -328,7 +442,6 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
         raise MlsysimError(f"{memory_root} exists; the memory tiers need a new directory")
     pause = list(pause or [])
     restarts = len(pause) + random_kills + len(node_losses) + (1 if not replace else 0)
-    rng = random.Random(seed)
     root = None
     if memory:
         root = Path(memory_root) if memory_root is not None else tiers.make_memory_root()
@@ -338,111 +451,22 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
                         d_model, layers, root,
                         ",".join(["-"] * random_kills + [p or "-" for p in pause]) if pause else "",
                         ",".join(f"{n}={v.point}@{v.step}" for n, v in victims.items()))
-    port, run_id = free_port(), f"mlsysim-{os.getpid()}-{time.time_ns()}"
-    marker = f"--dir {directory} "          # in every agent's and worker's command line
-    conf = ",".join(f"{k}={v}" for k, v in RDZV_CONF)
-    nnodes = f"1:{nodes}" if node_losses and not replace else str(nodes)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TORCHELASTIC_ERROR_FILE": "",
-           "LOGLEVEL": "ERROR", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-
-    def start(name: str) -> _Agent:
-        host = "true" if name == "node-0" else "false"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", nnodes, "--nproc-per-node", str(nproc),
-               "--max-restarts", str(restarts), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-               "--rdzv-id", run_id, "--rdzv-conf", f"{conf},is_host={host}", "--local-addr", "127.0.0.1",
-               "--monitor-interval", "0.2", "-m", "mlsysim.lab.distributed.worker", *args]
-        agent = _Agent(name, cmd, {**env, tiers.NODE_ENV: name}, marker)
-        agents[name] = agent
-        out.nodes.append(name)
-        out.nodes.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
-        out.pids.add(agent.proc.pid)
-        return agent
-
-    def lose(name: str, loss: NodeLoss, step: int) -> None:
-        t_kill = time.monotonic()
-        agents[name].kill()
-        agents[name].lost = True
-        if root is not None:
-            shutil.rmtree(tiers.node_dir(root, name), ignore_errors=True)
-        if loss.memory_too:
-            for other in [a for a in agents.values() if not a.lost]:
-                alive = [p for p in other.workers if ours(p, marker)]
-                for pid in alive:
-                    _kill_session(pid)
-                if not _wait_gone(alive):
-                    raise LaunchError(f"the workers of {other.name} did not end within 30 s of SIGKILL")
-                if root is not None:
-                    shutil.rmtree(tiers.node_dir(root, other.name), ignore_errors=True)
-        out.killed.append((attempt, "node", step, name))
-        out.kill_times.append(t_kill)
-        if replace:
-            start(f"node-{len(out.nodes)}")                       # node-2, node-3, ...
-
-    agents: dict = {}
-    out = Attempt(memory_root=None if root is None else str(root))
-    attempt, kill_at = 0, None
-    deadline = time.monotonic() + timeout_s
-    what = f"the {nodes}-node job of {nproc} ranks each" if nodes > 1 else f"the {nproc}-rank job"
+    job = _Job(directory, nproc, nodes, args, restarts, victims, replace, random_kills, seed, root, timeout_s)
+    out = job.out
     try:
         # an elastic round closes last_call_timeout after its first node joins: the other agents start
         # first and wait for node-0's store, so that they all join within it
-        for i in (list(range(1, nodes)) + [0]) if nnodes.startswith("1:") else range(nodes):
-            start(f"node-{i}")
-        while True:
-            now = time.monotonic()
-            if now > deadline:
-                raise LaunchError(f"{what} did not finish within {timeout_s:.0f} s")
-            if kill_at is not None and now >= kill_at[0]:
-                _, pid, r = kill_at
-                kill_at = None
-                if not any("done" in e for e in out.events) and ours(pid, marker):
-                    _kill(pid)
-                    out.killed.append((attempt, "random", None, r))
-                    out.kill_times.append(time.monotonic())
-            fds = {a.fd: a for a in agents.values() if a.fd is not None}
-            if not fds:
-                break
-            wait = min(deadline, kill_at[0] if kill_at else deadline) - now
-            ready = select.select(list(fds), [], [], max(0.0, min(wait, 1.0)))[0]
-            for fd in ready:
-                agent = fds[fd]
-                for ev in agent.read():
-                    out.events.append(ev)
-                    out.times.append(time.monotonic())
-                    if "start" in ev:
-                        attempt = max(attempt, ev["start"])
-                        out.pids.add(ev["pid"])
-                        agent.workers.add(ev["pid"])
-                    if "paused" in ev:
-                        node = ev.get("node")
-                        loss = victims.get(node)
-                        if loss is not None and (ev["paused"], ev["step"]) == (loss.point, loss.step) \
-                                and not agents[node].lost:
-                            lose(node, loss, ev["step"])
-                        else:
-                            if ours(ev["pid"], marker):
-                                _kill(ev["pid"])
-                            out.killed.append((attempt, ev["paused"], ev["step"], ev["rank"]))
-                            out.kill_times.append(time.monotonic())
-                    if ("step" in ev and "loss" in ev and kill_at is None and attempt < random_kills
-                            and not any(k[0] == attempt for k in out.killed)):
-                        pids = sorted(e["pid"] for e in out.events if e.get("start") == attempt)
-                        r = rng.randrange(len(pids))
-                        kill_at = (time.monotonic() + rng.uniform(0.0, 0.15), pids[r], r)
-        statuses = [a.proc.wait(timeout=max(1.0, deadline - time.monotonic())) for a in agents.values()
+        for i in (list(range(1, nodes)) + [0]) if job.nnodes.startswith("1:") else range(nodes):
+            job.start(f"node-{i}")
+        job.monitor()
+        statuses = [a.proc.wait(timeout=max(1.0, job.deadline - time.monotonic())) for a in job.agents.values()
                     if not a.lost]
         out.status = next((s for s in statuses if s != 0), 0)
     finally:
-        for a in agents.values():
-            if a.proc.poll() is None or any(ours(p, marker) for p in a.workers):
-                a.kill()
-            a.close_pipe()
-        out.stderr = "".join(a.stderr() for a in agents.values())
-        if root is not None:
-            shutil.rmtree(root, ignore_errors=True)
+        job.cleanup()
     if out.status != 0:
         tail = [ln for ln in out.stderr.splitlines() if "Error" in ln or "error:" in ln]
-        raise LaunchError(f"{what} failed (exit status {out.status})" + (f": {tail[-1].strip()}" if tail else ""))
+        raise LaunchError(f"{job.what} failed (exit status {out.status})" + (f": {tail[-1].strip()}" if tail else ""))
     return out
 
 
@@ -585,6 +609,93 @@ def _check_kill(kill, nodes: int, engine: str, replace: bool) -> None:
         raise MlsysimError("replace=False (continue on the nodes left) applies to kill='node' only")
 
 
+def _check_run(job: dict, reshard_to, kill, replace: bool, reference) -> None:
+    """Refuse a :func:`run_distributed` that cannot run (``job``: the record's fields the arguments set)."""
+    check_world(job["world_size"])
+    if reshard_to is not None:
+        check_world(reshard_to)
+    for k in ("steps", "every", "persist_every"):
+        if type(job[k]) is not int or job[k] < 1:
+            raise MlsysimError(f"{k} must be a positive integer, got {job[k]!r}")
+    _check_kill(kill, job["nodes"], job["engine"], replace)
+    if job["engine"] not in ENGINES:
+        raise MlsysimError(f"engine must be one of {', '.join(ENGINES)}, got {job['engine']!r}")
+    if job["mode"] not in MODES:
+        raise MlsysimError(f"mode must be one of {', '.join(MODES)}, got {job['mode']!r}")
+    if reshard_to is not None and kill == "node" and not replace:
+        raise MlsysimError("reshard_to and kill='node' with replace=False both change the world size; choose one")
+    if reference is not None:
+        _check_reference(reference, **job)
+
+
+def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory: bool, reference, kw) -> tuple:
+    """The uninterrupted run, launched or ``reference``'s: ({step: loss}, its fields of the record, events or None)."""
+    if reference is not None:
+        names = ("stall_s", "durable_s", "stalls_s", "durables_s", "prepare_s", "memory_s", "memory_stall_s")
+        return dict(enumerate(reference.reference_losses, start=1)), {k: getattr(reference, k) for k in names}, None
+    ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=None if root is None
+                 else root / "reference", **kw)
+    ref_losses = losses(ref.events)
+    done = [e for e in ref.events if "done" in e][-1]
+    stalls, durables = tuple(done["stall_s"]), tuple(e["durable_s"] for e in ref.events if "commit" in e)
+    return ref_losses, {
+        "stall_s": _median(stalls), "durable_s": _median(durables), "stalls_s": stalls, "durables_s": durables,
+        "prepare_s": next((e["prepared_s"] for e in ref.events if "prepared_s" in e), None),
+        "memory_s": _median(done.get("memory_s") or []) if memory else None,
+        "memory_stall_s": _median(done.get("memory_stall_s") or []) if memory else None}, ref.events
+
+
+def _killed_run(base: Path, nproc: int, steps: int, nodes: int, kill, loss_steps: tuple, replace: bool,
+                ref_losses: dict, root, kw) -> tuple:
+    """The job killed as ``kill`` plans and restarted by torchrun: (its fields of the record, its events)."""
+    plan, random_kills, node_losses = _kill_plan(kill, nproc * nodes, loss_steps, replace)
+    run = launch(base / "killed", nproc, steps, pause=plan, random_kills=random_kills, nodes=nodes,
+                 node_losses=node_losses, replace=replace, checksums=kill == "node",
+                 memory_root=None if root is None else root / "killed", **kw)
+    after = losses(run.events)
+    found = recoveries(run.events)[1:]
+    resumed = tuple(e["resumed_from"] for e in found)
+    first = found[0] if found else None
+    storage = next((e for e in found if e["source"] == "storage"), None) if kill == "node" else None
+    got = {"kills": tuple(run.killed), "downtime_s": tuple(run.downtimes()), "resumed_from": resumed,
+           "bytes_read_per_rank": tuple(recoveries(run.events)[-1]["bytes_read"]),
+           "sources": tuple(e["source"] for e in found), "recovered_from": first["source"] if first else None,
+           "recovery_s": first["recovery_s"] if first else None,
+           "storage_bytes_read_per_rank": tuple(first["storage_bytes"]) if first else (),
+           "peer_bytes_per_rank": tuple(first["peer_bytes"]) if first else (),
+           "recovery_storage_s": storage["recovery_s"] if storage else None,
+           "recovery_phases_s": first.get("phases_s") if first else None,
+           "recovery_storage_phases_s": storage.get("phases_s") if storage else None}
+    if kill == "node" and not replace:
+        step = resumed[0] if resumed else None
+        cont = {s: v for s, v in after.items() if step is not None and s > step}
+        diff = max((abs(cont[s] - ref_losses[s]) for s in cont), default=None)
+        saved = [e for e in run.events if e.get("checksums") == step]
+        loaded = [e for e in run.events if e.get("loaded_checksums") == step]
+        equal = bool(saved and loaded and saved[0]["crc32"] == loaded[-1]["crc32"])
+        got.update(reshard_to=nproc, reshard_loss_max_abs=diff, reshard_equal=equal)
+    else:
+        got["resumed_exactly"] = (sorted(after) == sorted(ref_losses)
+                                  and all(after[s] == ref_losses[s] for s in ref_losses))
+    return got, run.events
+
+
+def _resharded_run(base: Path, nproc: int, reshard_to: int, steps: int, every: int, nodes: int, ref_losses: dict,
+                   root, kw) -> tuple:
+    """A run stopped halfway and continued at ``reshard_to`` ranks: (its fields of the record, the first's events)."""
+    half = steps // 2 - (steps // 2) % every
+    first = launch(base / "reshard", nproc, steps, nodes=nodes, stop_after=half, checksums=True,
+                   memory_root=None if root is None else root / "reshard-first", **kw)
+    second = launch(base / "reshard", reshard_to, steps, checksums=True,
+                    memory_root=None if root is None else root / "reshard-second", **kw)
+    saved = [e for e in first.events if e.get("checksums") == half][-1]["crc32"]
+    loaded = [e for e in second.events if "loaded_checksums" in e][-1]
+    cont = losses(second.events)
+    return {"reshard_equal": loaded["loaded_checksums"] == half and loaded["crc32"] == saved,
+            "reshard_loss_max_abs": max(abs(cont[s] - ref_losses[s]) for s in cont),
+            "bytes_read_per_rank": tuple(recoveries(second.events)[-1]["bytes_read"])}, first.events
+
+
 def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsdp", kill=None,
                     reshard_to: int | None = None, directory=None, steps: int = 8, every: int = 2,
                     seed: int = 0, nodes: int = 1, persist_every: int = 1, replace: bool = True,
@@ -606,27 +717,14 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
     With ``reshard_to`` (and no kill) a run stopped halfway and continued at ``reshard_to`` ranks
     on one node. ``memory``: the memory and peer-memory tiers (this package's engines); every
     ``persist_every``-th checkpoint also goes to durable storage. ``predict``: measure this
-    machine and add :mod:`mlsysim.lab.distributed.predict`'s prediction for the job. ``reference``: the
+    machine and add ``mlsysim.lab.distributed.predict``'s prediction for the job. ``reference``: the
     result of an earlier call for the same job (engine, mode, nodes, ranks, steps, checkpoints,
     seed, model), whose uninterrupted run is reused instead of launched again. ``directory``: where
     the runs write (default: a temporary one, removed afterwards)."""
     check_nodes(nodes)
-    check_world(nproc * nodes)
-    if reshard_to is not None:
-        check_world(reshard_to)
-    for k, v in (("steps", steps), ("every", every), ("persist_every", persist_every)):
-        if type(v) is not int or v < 1:
-            raise MlsysimError(f"{k} must be a positive integer, got {v!r}")
-    _check_kill(kill, nodes, engine, replace)
-    if engine not in ENGINES:
-        raise MlsysimError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if mode not in MODES:
-        raise MlsysimError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if reshard_to is not None and kill == "node" and not replace:
-        raise MlsysimError("reshard_to and kill='node' with replace=False both change the world size; choose one")
-    if reference is not None:
-        _check_reference(reference, engine=engine, mode=mode, nodes=nodes, world_size=nproc * nodes, steps=steps,
-                         every=every, persist_every=persist_every, seed=seed, d_model=d_model, layers=layers)
+    job = {"engine": engine, "mode": mode, "nodes": nodes, "world_size": nproc * nodes, "steps": steps,
+           "every": every, "persist_every": persist_every, "seed": seed, "d_model": d_model, "layers": layers}
+    _check_run(job, reshard_to, kill, replace, reference)
     loss_steps = node_loss_steps(steps, every, replace) if kill == "node" else ()
     t0 = time.perf_counter()
     own_tmp = directory is None
@@ -640,77 +738,21 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
                 raise MlsysimError(f"{d} holds files this lab did not write; use another directory")
         kw = {"every": every, "engine": engine, "mode": mode, "seed": seed, "persist_every": persist_every,
               "d_model": d_model, "layers": layers, "memory": memory, "timeout_s": timeout_s}
-        if reference is None:
-            ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=None if root is None
-                         else root / "reference", **kw)
-            ref_losses = losses(ref.events)
-            done = [e for e in ref.events if "done" in e][-1]
-            stalls, durables = tuple(done["stall_s"]), tuple(e["durable_s"] for e in ref.events if "commit" in e)
-            stall, durable = _median(stalls), _median(durables)
-            prepare = next((e["prepared_s"] for e in ref.events if "prepared_s" in e), None)
-            memory_s = _median(done.get("memory_s") or []) if memory else None
-            memory_stall = _median(done.get("memory_stall_s") or []) if memory else None
-            ref_events = ref.events
-        else:
-            ref_losses = dict(enumerate(reference.reference_losses, start=1))
-            stall, durable, ref_events = reference.stall_s, reference.durable_s, None
-            stalls, durables, prepare = reference.stalls_s, reference.durables_s, reference.prepare_s
-            memory_s, memory_stall = reference.memory_s, reference.memory_stall_s
-        kills, resumed, exact, nbytes, found, downtime = (), (), None, (), [], ()
-        equal, diff, to = None, None, reshard_to
+        ref_losses, ref, ref_events = _reference_run(base, nproc, steps, nodes, root, memory, reference, kw)
+        got = {"kills": (), "resumed_from": (), "resumed_exactly": None, "bytes_read_per_rank": (),
+               "reshard_to": reshard_to, "reshard_equal": None, "reshard_loss_max_abs": None}
         if kill is not None:
-            plan, random_kills, node_losses = _kill_plan(kill, nproc * nodes, loss_steps, replace)
-            run = launch(base / "killed", nproc, steps, pause=plan, random_kills=random_kills, nodes=nodes,
-                         node_losses=node_losses, replace=replace, checksums=kill == "node",
-                         memory_root=None if root is None else root / "killed", **kw)
-            ref_events = ref_events or run.events
-            after = losses(run.events)
-            kills, downtime = tuple(run.killed), tuple(run.downtimes())
-            found = recoveries(run.events)[1:]
-            resumed = tuple(e["resumed_from"] for e in found)
-            nbytes = tuple(recoveries(run.events)[-1]["bytes_read"])
-            if kill == "node" and not replace:
-                step = resumed[0] if resumed else None
-                to = nproc
-                cont = {s: v for s, v in after.items() if step is not None and s > step}
-                diff = max((abs(cont[s] - ref_losses[s]) for s in cont), default=None)
-                saved = [e for e in run.events if e.get("checksums") == step]
-                loaded = [e for e in run.events if e.get("loaded_checksums") == step]
-                equal = bool(saved and loaded and saved[0]["crc32"] == loaded[-1]["crc32"])
-            else:
-                exact = sorted(after) == sorted(ref_losses) and all(after[s] == ref_losses[s] for s in ref_losses)
+            killed, events = _killed_run(base, nproc, steps, nodes, kill, loss_steps, replace, ref_losses, root, kw)
+            got.update(killed)
+            ref_events = ref_events or events
         if reshard_to is not None:
-            half = steps // 2 - (steps // 2) % every
-            first = launch(base / "reshard", nproc, steps, nodes=nodes, stop_after=half, checksums=True,
-                           memory_root=None if root is None else root / "reshard-first", **kw)
-            second = launch(base / "reshard", reshard_to, steps, checksums=True,
-                            memory_root=None if root is None else root / "reshard-second", **kw)
-            saved = [e for e in first.events if e.get("checksums") == half][-1]["crc32"]
-            loaded = [e for e in second.events if "loaded_checksums" in e][-1]
-            equal = loaded["loaded_checksums"] == half and loaded["crc32"] == saved
-            cont = losses(second.events)
-            diff = max(abs(cont[s] - ref_losses[s]) for s in cont)
-            nbytes = tuple(recoveries(second.events)[-1]["bytes_read"])
-            ref_events = ref_events or first.events
-        first_rec = found[0] if found else None
-        storage_rec = next((e for e in found if e["source"] == "storage"), None) if kill == "node" else None
+            resharded, events = _resharded_run(base, nproc, reshard_to, steps, every, nodes, ref_losses, root, kw)
+            got.update(resharded)
+            ref_events = ref_events or events
         prediction = _predict(ref_events, nproc * nodes, mode, every, base) if predict and ref_events else None
-        return DistributedRun(
-            engine=engine, mode=mode, world_size=nproc * nodes, steps=steps, kills=kills, resumed_from=resumed,
-            resumed_exactly=exact, reshard_to=to, reshard_equal=equal, reshard_loss_max_abs=diff,
-            stall_s=stall, durable_s=durable, bytes_read_per_rank=nbytes, wall_s=time.perf_counter() - t0,
-            nodes=nodes, every=every, persist_every=persist_every, seed=seed, d_model=d_model, layers=layers,
-            reference_losses=tuple(ref_losses[s] for s in sorted(ref_losses)),
-            sources=tuple(e["source"] for e in found),
-            recovered_from=first_rec["source"] if first_rec else None,
-            recovery_s=first_rec["recovery_s"] if first_rec else None,
-            storage_bytes_read_per_rank=tuple(first_rec["storage_bytes"]) if first_rec else (),
-            peer_bytes_per_rank=tuple(first_rec["peer_bytes"]) if first_rec else (),
-            recovery_storage_s=storage_rec["recovery_s"] if storage_rec else None, downtime_s=downtime,
-            memory_s=memory_s, memory_stall_s=memory_stall, memory_root=None if root is None else str(root), prediction=prediction,
-            recovery_phases_s=first_rec.get("phases_s") if first_rec else None,
-            recovery_storage_phases_s=storage_rec.get("phases_s") if storage_rec else None,
-            stalls_s=stalls, durables_s=durables, prepare_s=prepare)
+        return DistributedRun(**job, **ref, **got, reference_losses=tuple(ref_losses[s] for s in sorted(ref_losses)),
+                              wall_s=time.perf_counter() - t0, prediction=prediction,
+                              memory_root=None if root is None else str(root))
     finally:
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)

@@ -83,7 +83,7 @@ import sys
 import time
 import warnings
 import zlib
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
 import numpy as np
@@ -554,7 +554,211 @@ def _node_pauses(text: str) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class _Rank:
+    """What the phases of :func:`main` share: the arguments, this rank's place, groups, job and pauses."""
+    a: argparse.Namespace
+    rank: int
+    world: int
+    node: str
+    layout: tuple             # each rank's node
+    group: object             # durable checkpoints only
+    tier_group: object        # memory tiers only
+    persist: int              # the checkpoints that also go to durable storage: its multiples
+    own: bool                 # this package's engines (sync, concurrent), else DCP's
+    job: Job
+    run_id: str
+    pause: tuple              # (point, step, rank) of this attempt's --pause
+    node_pause: tuple         # (point, step) of --node-pause, for the node's first rank
+    pausing: bool             # a pause in the engine (else no engine hook: save never waits for a commit's lock)
+    started: dict = field(default_factory=dict)    # step -> when its checkpoint began
+    pending: dict = field(default_factory=dict)    # step -> the specs of its shard, until durable
+    stalls: dict = field(default_factory=dict)     # step -> the durable engine's stall
+
+    def planned(self, name: str, step: int) -> bool:
+        """A pause at ``name`` of ``step`` is planned for this rank."""
+        return (name, step, self.rank) == self.pause or (name, step) == self.node_pause
+
+    def hook(self, name: str, step: int) -> None:
+        """Stop (SIGSTOP) where planned; ``memory`` turns ``stored`` once durable storage holds its step."""
+        if name == "memory" and self.node_pause == ("stored", step):
+            _wait_stored(self.a.dir, step - step % self.persist, self.a.timeout)
+            name = "stored"
+        if self.planned(name, step):
+            _say(paused=name, step=step, rank=self.rank, pid=os.getpid(), node=self.node)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _setup(a, restart: int) -> _Rank | None:
+    """Every rank's start, the groups, the job, the claimed directory; None where the batch does not split."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    node = tiers.node_name()
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    info = [None] * world
+    dist.all_gather_object(info, (restart, node))
+    attempt, layout = max(i[0] for i in info), tuple(i[1] for i in info)   # agents restart apart
+    _say(start=attempt, rank=rank, pid=os.getpid(), node=node)
+    plan, pause = a.pause.split(",") if a.pause else [], ("", -1, -1)
+    if attempt < len(plan) and plan[attempt] != "-":
+        spec, _, who = plan[attempt].partition(":")
+        point, _, at = spec.partition("@")
+        pause = point, int(at), int(who or 0)
+    node_pause = _node_pauses(a.node_pause).get(node, ("", -1)) if local_rank == 0 else ("", -1)
+    if a.batch % world:
+        if rank == 0:
+            sys.stderr.write(f"error: the global batch of {a.batch} windows cannot be split evenly over "
+                             f"{world} ranks\n")
+        dist.destroy_process_group()
+        return None
+    group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))   # durable checkpoints only
+    tier_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))   # memory tiers only
+    cfg = lab_config(a.steps, a.batch, a.seed, a.d_model, a.layers)
+    job = Job(cfg, a.mode)
+    own = a.engine in ("sync", "concurrent")
+    identity = {"format": "mlsysim" if own else "dcp", "mode": a.mode, "config": asdict(cfg)}
+    if rank == 0:
+        shards.claim(a.dir, identity)
+    dist.barrier()
+    return _Rank(a=a, rank=rank, world=world, node=node, layout=layout, group=group, tier_group=tier_group,
+                 persist=a.every * max(1, a.persist_every), own=own, job=job,
+                 run_id=json.dumps(identity, sort_keys=True), pause=pause, node_pause=node_pause,
+                 pausing=rank == pause[2] and pause[0] in ("snapshot", "persist"))
+
+
+def _own_engine(r: _Rank) -> tuple:
+    """This package's engine and memory tier, then the resume: (engine, memory tier or None, event)."""
+    a, rank, world = r.a, r.rank, r.world
+
+    def on_commit(step: int) -> None:          # under the engine's lock, the shard just made durable
+        rec = shards.shard_record(a.dir, step, rank, world, a.mode, r.pending.pop(step))
+        r.hook("shard", step)
+        records = [None] * world if rank == 0 else None
+        dist.gather_object(rec, records, dst=0, group=r.group)
+        if rank == 0:
+            shards.write_global_commit(a.dir, step, records, r.run_id)
+            _say(commit=step, durable_s=time.perf_counter() - r.started[step])
+            r.hook("commit", step)
+            shards.prune(a.dir, a.keep)
+
+    def engine_hook(name: str, step: int) -> None:
+        if name in ("snapshot", "persist"):
+            r.hook(name, step)
+
+    extra = {"buffers": 2, "writers": 1} if a.engine == "concurrent" else {}
+    engine = make_engine(a.engine, shards.rank_dir(a.dir, rank), keep=NEVER_PRUNE,
+                         hook=engine_hook if r.pausing else None, on_commit=on_commit, **extra)
+    memory_tier = (MemoryTier(a.memory_root, r.node, r.layout, r.tier_group, r.run_id, a.mode, a.engine, r.hook)
+                   if a.memory_root else None)
+    event = recover(a.dir, r.job, memory_tier, r.tier_group)
+    if a.engine == "concurrent":     # allocate and touch the snapshot buffers now, as an engine does at start
+        t_prep = time.perf_counter()
+        state, _ = r.job.shard_state()
+        size = store.layout(state, 0).size_B + PREPARE_SLACK_B
+        for e in [engine] + ([memory_tier.engine] if memory_tier is not None else []):
+            e.prepare(size)
+        if rank == 0:
+            _say(prepared_s=time.perf_counter() - t_prep, buffer_B=size)
+    return engine, memory_tier, event
+
+
+def _dcp_engine(r: _Rank) -> tuple:
+    """DCP's engine (made one rank at a time), then the resume from storage: (engine, None, event)."""
+    from ..pytorch.engines import DcpEngine, load_latest, newest_path
+    a, rank, world = r.a, r.rank, r.world
+
+    def on_dcp_commit(step: int) -> None:
+        if rank == 0:
+            _say(commit=step, durable_s=time.perf_counter() - r.started[step])
+        r.hook("commit", step)
+
+    engine = None
+    for i in range(world):   # one rank at a time: the engine probes the shared directory with a file
+        if i == rank:
+            engine = DcpEngine(a.dir, keep=a.keep, asynchronous=a.engine == "dcp-async",
+                               hook=(lambda n, s: r.hook(n, s) if n in ("snapshot", "persist") else None)
+                               if r.pausing else None, on_commit=on_dcp_commit, process_group=r.group)
+        dist.barrier()
+    t0 = time.perf_counter()
+    resumed_from, nbytes = None, [0] * world
+    if newest_path(a.engine, a.dir) is not None:
+        loaded = load_latest(a.engine, a.dir, template=r.job.dcp_state())
+        r.job.load_dcp_state(loaded.state)
+        resumed_from = loaded.step
+        nbytes = [loaded.size_B] * world
+    event = {"resumed_from": resumed_from, "source": None if resumed_from is None else "storage",
+             "bytes_read": nbytes, "storage_bytes": nbytes, "memory_bytes": [0] * world,
+             "peer_bytes": [0] * world, "recovery_s": time.perf_counter() - t0}
+    return engine, None, event
+
+
+def _resume(r: _Rank) -> tuple:
+    """Make the engine and resume; rank 0 prints the resume event. Returns (engine, memory tier or None)."""
+    engine, memory_tier, event = (_own_engine if r.own else _dcp_engine)(r)
+    if r.rank == 0:
+        params = sum(p.numel() for p in r.job.model.parameters())
+        _say(**event, world_size=r.world, nodes=len(set(r.layout)), params=params)
+    resumed_from = event["resumed_from"]
+    if r.a.checksums and resumed_from is not None:
+        sums = r.job.checksums()
+        if r.rank == 0:
+            _say(loaded_checksums=resumed_from, crc32=sums)
+    return engine, memory_tier
+
+
+def _checkpoint(r: _Rank, s: int, engine, memory_tier: MemoryTier | None) -> None:
+    """Checkpoint step ``s``: into the memory tier, and into durable storage where ``s`` is persisted."""
+    if r.a.checksums:
+        sums = r.job.checksums()
+        if r.rank == 0:
+            _say(checksums=s, crc32=sums)
+    r.started[s] = time.perf_counter()
+    if r.own:
+        state, specs = r.job.shard_state()
+        if memory_tier is not None:
+            memory_tier.save(s, state, specs)
+        if s % r.persist == 0:
+            r.pending[s] = specs
+            r.stalls[s] = engine.save(s, state)
+    else:
+        r.stalls[s] = engine.save(s, r.job.dcp_state())
+
+
+def _train(r: _Rank, engine, memory_tier: MemoryTier | None) -> None:
+    """Train up to ``--steps`` (or ``--stop-after``), rank 0 printing each loss, checkpointing every ``--every``."""
+    job, a, lock = r.job, r.a, engine.lock
+
+    def locked(name: str, step: int) -> None:
+        if r.planned(name, step):
+            with lock:                             # the lock only where a pause is planned
+                r.hook(name, step)
+
+    job.hook = locked
+    last = a.steps if a.stop_after is None else min(a.steps, a.stop_after)
+    while job.step_count < last:
+        t_step = time.perf_counter()
+        loss = job.step()
+        s = job.step_count
+        if r.rank == 0:
+            _say(step=s, loss=loss.hex(), step_s=time.perf_counter() - t_step)
+        if s % a.every == 0:
+            _checkpoint(r, s, engine, memory_tier)
+        locked("between", s)
+
+
+def _finish(r: _Rank, engine, memory_tier: MemoryTier | None) -> None:
+    """Wait for the checkpoints in flight, rank 0 prints the stalls, destroy the process group."""
+    memory = memory_tier.close() if memory_tier is not None else []
+    engine.close()
+    dist.barrier()
+    if r.rank == 0:
+        _say(done=True, stall_s=[x.stall_s for x in engine.summary()], memory_stall_s=[m[0] for m in memory],
+             memory_s=[m[1] for m in memory])
+    r.stalls.clear()
+    dist.destroy_process_group()
+
+
 def main(argv=None) -> int:
+    """One rank's job: parse, join and set up, resume, train and checkpoint, report; the exit status."""
     p = argparse.ArgumentParser(prog="torchrun ... -m mlsysim.lab.distributed.worker")
     p.add_argument("--dir", required=True)
     p.add_argument("--mode", choices=MODES, default="fsdp")
@@ -576,159 +780,12 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     _store = init(restart, timedelta(seconds=a.timeout))   # noqa: F841  (kept alive with the group)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    node = tiers.node_name()
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    info = [None] * world
-    dist.all_gather_object(info, (restart, node))
-    attempt, layout = max(i[0] for i in info), tuple(i[1] for i in info)   # agents restart apart
-    _say(start=attempt, rank=rank, pid=os.getpid(), node=node)
-    plan = a.pause.split(",") if a.pause else []
-    point, at, who = "", -1, -1
-    if attempt < len(plan) and plan[attempt] != "-":
-        spec, _, who = plan[attempt].partition(":")
-        point, _, at = spec.partition("@")
-        at, who = int(at), int(who or 0)
-    node_point, node_at = _node_pauses(a.node_pause).get(node, ("", -1)) if local_rank == 0 else ("", -1)
-    if a.batch % world:
-        if rank == 0:
-            sys.stderr.write(f"error: the global batch of {a.batch} windows cannot be split evenly over "
-                             f"{world} ranks\n")
-        dist.destroy_process_group()
+    r = _setup(a, restart)
+    if r is None:
         return 2
-    group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))   # durable checkpoints only
-    tier_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))   # memory tiers only
-    persist = a.every * max(1, a.persist_every)      # the checkpoints that also go to durable storage
-    cfg = lab_config(a.steps, a.batch, a.seed, a.d_model, a.layers)
-    job = Job(cfg, a.mode)
-    own = a.engine in ("sync", "concurrent")
-    identity = {"format": "mlsysim" if own else "dcp", "mode": a.mode, "config": asdict(cfg)}
-    if rank == 0:
-        shards.claim(a.dir, identity)
-    dist.barrier()
-    run_id = json.dumps(identity, sort_keys=True)
-
-    engine = None
-    lock_holder = [None]
-
-    def hook(name: str, step: int) -> None:
-        if name == "memory" and node_point == "stored" and step == node_at:
-            _wait_stored(a.dir, step - step % persist, a.timeout)
-            name = "stored"
-        if (name == point and step == at and rank == who) or (name == node_point and step == node_at):
-            _say(paused=name, step=step, rank=rank, pid=os.getpid(), node=node)
-            os.kill(os.getpid(), signal.SIGSTOP)
-
-    def locked(name: str, step: int) -> None:
-        if (name == point and step == at and rank == who) or (name == node_point and step == node_at):
-            with lock_holder[0]:                   # the lock only where a pause is planned
-                hook(name, step)
-
-    pausing = rank == who and point in ("snapshot", "persist")   # else no engine hook: save never waits
-                                                                  # for the lock a global commit holds
-
-    started: dict = {}
-    stalls: dict = {}
-    memory_tier = None
-    if own:
-        pending: dict = {}
-
-        def on_commit(step: int) -> None:          # under the engine's lock, the shard just made durable
-            rec = shards.shard_record(a.dir, step, rank, world, a.mode, pending.pop(step))
-            hook("shard", step)
-            records = [None] * world if rank == 0 else None
-            dist.gather_object(rec, records, dst=0, group=group)
-            if rank == 0:
-                shards.write_global_commit(a.dir, step, records, run_id)
-                _say(commit=step, durable_s=time.perf_counter() - started[step])
-                hook("commit", step)
-                shards.prune(a.dir, a.keep)
-
-        def engine_hook(name: str, step: int) -> None:
-            if name in ("snapshot", "persist"):
-                hook(name, step)
-
-        extra = {"buffers": 2, "writers": 1} if a.engine == "concurrent" else {}
-        engine = make_engine(a.engine, shards.rank_dir(a.dir, rank), keep=NEVER_PRUNE,
-                             hook=engine_hook if pausing else None,
-                             on_commit=on_commit, **extra)
-        if a.memory_root:
-            memory_tier = MemoryTier(a.memory_root, node, layout, tier_group, run_id, a.mode, a.engine, hook)
-        event = recover(a.dir, job, memory_tier, tier_group)
-        if a.engine == "concurrent":     # allocate and touch the snapshot buffers now, as an engine does at start
-            t_prep = time.perf_counter()
-            state, _ = job.shard_state()
-            size = store.layout(state, 0).size_B + PREPARE_SLACK_B
-            for e in [engine] + ([memory_tier.engine] if memory_tier is not None else []):
-                e.prepare(size)
-            if rank == 0:
-                _say(prepared_s=time.perf_counter() - t_prep, buffer_B=size)
-    else:
-        from ..pytorch.engines import DcpEngine, load_latest
-
-        def on_dcp_commit(step: int) -> None:
-            if rank == 0:
-                _say(commit=step, durable_s=time.perf_counter() - started[step])
-            hook("commit", step)
-
-        for r in range(world):   # one rank at a time: the engine probes the shared directory with a file
-            if r == rank:
-                engine = DcpEngine(a.dir, keep=a.keep, asynchronous=a.engine == "dcp-async",
-                                   hook=(lambda n, s: hook(n, s) if n in ("snapshot", "persist") else None)
-                                   if pausing else None, on_commit=on_dcp_commit, process_group=group)
-            dist.barrier()
-        t0 = time.perf_counter()
-        resumed_from, nbytes = None, [0] * world
-        from ..pytorch.engines import newest_path
-        if newest_path(a.engine, a.dir) is not None:
-            loaded = load_latest(a.engine, a.dir, template=job.dcp_state())
-            job.load_dcp_state(loaded.state)
-            resumed_from = loaded.step
-            nbytes = [loaded.size_B] * world
-        event = {"resumed_from": resumed_from, "source": None if resumed_from is None else "storage",
-                 "bytes_read": nbytes, "storage_bytes": nbytes, "memory_bytes": [0] * world,
-                 "peer_bytes": [0] * world, "recovery_s": time.perf_counter() - t0}
-    lock_holder[0] = engine.lock
-    if rank == 0:
-        params = sum(p.numel() for p in job.model.parameters())
-        _say(**event, world_size=world, nodes=len(set(layout)), params=params)
-    resumed_from = event["resumed_from"]
-    if a.checksums and resumed_from is not None:
-        sums = job.checksums()
-        if rank == 0:
-            _say(loaded_checksums=resumed_from, crc32=sums)
-    job.hook = locked
-    last = a.steps if a.stop_after is None else min(a.steps, a.stop_after)
-    while job.step_count < last:
-        t_step = time.perf_counter()
-        loss = job.step()
-        s = job.step_count
-        if rank == 0:
-            _say(step=s, loss=loss.hex(), step_s=time.perf_counter() - t_step)
-        if s % a.every == 0:
-            if a.checksums:
-                sums = job.checksums()
-                if rank == 0:
-                    _say(checksums=s, crc32=sums)
-            started[s] = time.perf_counter()
-            if own:
-                state, specs = job.shard_state()
-                if memory_tier is not None:
-                    memory_tier.save(s, state, specs)
-                if s % persist == 0:
-                    pending[s] = specs
-                    stalls[s] = engine.save(s, state)
-            else:
-                stalls[s] = engine.save(s, job.dcp_state())
-        locked("between", s)
-    memory = memory_tier.close() if memory_tier is not None else []
-    engine.close()
-    dist.barrier()
-    if rank == 0:
-        _say(done=True, stall_s=[r.stall_s for r in engine.summary()], memory_stall_s=[m[0] for m in memory],
-             memory_s=[m[1] for m in memory])
-    del stalls
-    dist.destroy_process_group()
+    engine, memory_tier = _resume(r)
+    _train(r, engine, memory_tier)
+    _finish(r, engine, memory_tier)
     return 0
 
 
