@@ -672,8 +672,8 @@ def best_parallelism(m, c, global_batch: int, seq_len: int, *, tp=None, pp=None,
     divisors of the expert count for a MoE), recomputation none and full (and selective for
     eager attention; with FlashAttention it equals none) and no share of the other layers
     recomputed in full (``recompute_fraction``). Each may be given as a sequence
-    (``recompute_fraction=(0, 0.25, 0.5)`` lets the search find the least recomputation that
-    fits). The whole grid is one broadcast evaluation of the step model of :func:`train_step`.
+    (``recompute_fraction=(0, 0.25, 0.5)`` lets the search weigh recomputing more against a
+    smaller step). The whole grid is one broadcast evaluation of the step model of :func:`train_step`.
     Excluded candidates are counted under the first rule they break (a fractional candidate in
     a sequence, under "… must be a whole number"; a single fractional value raises).
 

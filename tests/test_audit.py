@@ -275,7 +275,7 @@ def test_proposal_check_accepts_any_honest_20_percent_cut():
 
 def test_llama31_case_note_says_what_the_audit_recomputes():
     """The 405B case's note: the audit recomputes every layer, more than the training case of the same
-    layout (fp32 gradients, least recomputation), so its MFU is below Meta's and its GPU-hours above the card's."""
+    layout (fp32 gradients, the fastest recomputed share), so its MFU is below Meta's and its GPU-hours above the card's."""
     from mlsysim.validation.audit import CASES, LLAMA31_405B_GPU_HOURS, llama31_405b
     from mlsysim.validation.training import LLAMA3_TABLE4, llama3
     note = CASES[0].note

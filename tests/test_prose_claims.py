@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import prose_claims as pc  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "prose"
+KEYS = pc.bibliography_keys(FIXTURES)          # the fixtures' own bibliography
 
 
 @pytest.mark.parametrize("path", pc.default_paths(), ids=lambda p: p.name)
@@ -37,7 +38,7 @@ def status(found, start):
 
 # --- notebooks ---------------------------------------------------------------------------------
 def test_notebook_fixture_reports_what_is_wrong_and_nothing_else():
-    found = pc.findings(FIXTURES / "claims.ipynb")
+    found = pc.findings(FIXTURES / "claims.ipynb", keys=KEYS)
     assert status(found, "The planted stale claim") == "unmarked"
     assert status(found, "It is also faster per watt") == "unasserted"       # no assert quotes its id
     assert status(found, "A GPU with twice the bandwidth") == "unasserted"  # its assert is 20 cells away
@@ -47,7 +48,7 @@ def test_notebook_fixture_reports_what_is_wrong_and_nothing_else():
     assert status(found, "Meta reports") == "sourced"
     assert not [f for f in found if "?" in f.sentence]                        # questions are skipped
     assert {f.status for f in found if f.problem} == {"unmarked", "unasserted", "malformed"}
-    assert len(pc.problems(FIXTURES / "claims.ipynb")) == 4
+    assert len(pc.problems(FIXTURES / "claims.ipynb", keys=KEYS)) == 4
 
 
 def test_command_line_fails_and_names_the_sentence(capsys):
@@ -71,14 +72,14 @@ def run_cells(path):
 def test_a_stale_asserted_claim_fails_with_the_claim_quoted():
     # The checker accepts the marked claim; running the notebook (as nbval does) catches that it
     # no longer holds, and the error quotes it.
-    assert status(pc.findings(FIXTURES / "claims.ipynb"), "The slow part is within 5 %") == "asserted"
+    assert status(pc.findings(FIXTURES / "claims.ipynb", keys=KEYS), "The slow part is within 5 %") == "asserted"
     with pytest.raises(AssertionError, match="claim fixture-stale: the slow part is within 5 % of the fast one"):
         run_cells(FIXTURES / "claims.ipynb")
 
 
 # --- book pages --------------------------------------------------------------------------------
 def test_page_fixture_checks_asserts_under_tests_and_in_its_own_code_cells():
-    found = pc.findings(FIXTURES / "page.md")
+    found = pc.findings(FIXTURES / "page.md", keys=KEYS)
     assert status(found, "A question is never a claim") == "asserted"        # asserted below, in this file
     assert status(found, "The planted stale claim") == "unmarked"
     assert status(found, "A mark whose id no test asserts") == "unasserted"
@@ -94,11 +95,11 @@ def test_page_fixture_checks_asserts_under_tests_and_in_its_own_code_cells():
 
 def test_page_claims_need_an_assert_under_the_tests_dir(tmp_path):
     # the same page against an empty tests folder: the claim asserted only in this file is reported
-    found = pc.findings(FIXTURES / "page.md", tests_dir=tmp_path)
+    found = pc.findings(FIXTURES / "page.md", tests_dir=tmp_path, keys=KEYS)
     assert status(found, "A question is never a claim") == "unasserted"
     (tmp_path / "test_x.py").write_text('assert True, "claim fixture-page-orphan: reported"\n')
     pc.asserts_under.cache_clear()
-    found = pc.findings(FIXTURES / "page.md", tests_dir=tmp_path)
+    found = pc.findings(FIXTURES / "page.md", tests_dir=tmp_path, keys=KEYS)
     assert status(found, "A mark whose id no test asserts") == "asserted"
 
 
@@ -106,7 +107,7 @@ def test_page_claims_need_an_assert_under_the_tests_dir(tmp_path):
 def test_questions_are_skipped():
     assert not pc.is_flagged("Is the fast part more than twice as fast?")
     assert pc.is_flagged("The fast part is more than twice as fast.")
-    questions = [f for f in pc.findings(FIXTURES / "page.md") if f.sentence.endswith("?")]
+    questions = [f for f in pc.findings(FIXTURES / "page.md", keys=KEYS) if f.sentence.endswith("?")]
     assert not questions, "claim fixture-page-questions: the checker skips questions"
 
 
@@ -156,3 +157,71 @@ def test_an_ast_systemerror_is_parsed_again_in_a_fresh_thread(monkeypatch):
 
     monkeypatch.setattr(pc.ast, "parse", broken_here)
     assert pc.asserted_texts('x = 1\nassert x, "claim a: b"') == ['assert x, "claim a: b"']
+
+
+# --- numbers bound, one id per sentence, sources that resolve (planted in small notebooks) ----------
+def _notebook(tmp_path, markdown: str, code: str, printed: str = "") -> Path:
+    """A two-cell notebook: the prose, then the code that asserts it (with ``printed`` as its output)."""
+    outputs = [{"output_type": "stream", "name": "stdout", "text": [printed]}] if printed else []
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": [markdown]},
+                    {"cell_type": "code", "metadata": {}, "execution_count": 1, "outputs": outputs,
+                     "source": [code]}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "plant.ipynb"
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def _status(tmp_path, markdown, code, printed=""):
+    return [f.status for f in pc.findings(_notebook(tmp_path, markdown, code, printed), keys=KEYS)]
+
+
+TOLERANCE = "The model lands within 15 % of the published run. <!-- claim: lands -->"
+CHECK = 'miss = 0.11\nassert abs(miss) < 0.15, "claim lands: within 15 %"'
+
+
+def test_a_bound_claim_passes(tmp_path):
+    assert _status(tmp_path, TOLERANCE, CHECK) == ["asserted"]
+
+
+def test_the_sentences_number_changed_without_the_check_fails(tmp_path):
+    assert _status(tmp_path, TOLERANCE.replace("15 %", "2 %"), CHECK) == ["unbound"]
+
+
+def test_the_checks_number_changed_without_the_sentence_fails(tmp_path):
+    assert _status(tmp_path, TOLERANCE, CHECK.replace("< 0.15", "< 0.02")) == ["unbound"]
+
+
+def test_a_number_printed_by_the_asserting_cell_binds_as_rounded(tmp_path):
+    prose = "Serving costs 17 times less per token at batch 64. <!-- claim: cheaper -->"
+    code = 'ratio = cost_1 / cost_64\nassert ratio > 10, "claim cheaper: many times cheaper"'
+    out = "cost ratio batch 1 / batch 64: 17.2\n"
+    assert _status(tmp_path, prose, code, out) == ["asserted"]
+    assert _status(tmp_path, prose.replace("17 times", "9 times"), code, out) == ["unbound"]
+
+
+def test_an_unmarked_twice_and_dominates_sentence_fails(tmp_path):
+    prose = "The H200 prefills twice as fast as the H100 and dominates every other GPU."
+    assert _status(tmp_path, prose, "x = 1") == ["unmarked"]
+
+
+def test_a_second_sentence_under_an_existing_id_fails(tmp_path):
+    prose = TOLERANCE + " It also dominates every other GPU. <!-- claim: lands -->"
+    assert _status(tmp_path, prose, CHECK) == ["asserted", "reused"]
+
+
+def test_a_source_must_name_a_bibliography_key(tmp_path):
+    fact = "Meta reports 38 % MFU."
+    assert _status(tmp_path, fact + " <!-- sourced: fixture2024llama Table 4 -->", "x = 1") == ["sourced"]
+    assert _status(tmp_path, fact + " <!-- sourced: me -->", "x = 1") == ["malformed"]
+    assert _status(tmp_path, fact + " <!-- sourced: fixture2024llama; me -->", "x = 1") == ["malformed"]
+
+
+def test_stated_numbers_skip_years_references_and_names():
+    said = [shown for shown, _ in pc.stated_numbers(
+        "In 2024 (Table 4, §3.3.2) the H100 and Llama-3-8B ran 4-bit weights 2.5 times faster, twice the "
+        "rate, on 1,024 GPUs at 15 % of peak, a 2,048-token prompt.")]
+    assert said == ["2.5", "twice", "1,024 GPUs", "15 %", "2,048"]
+    assert dict(pc.stated_numbers("about half"))["half"] == (0.5, 2)
+    gb = dict(pc.stated_numbers("a 1.2 GB state"))["1.2 GB"]
+    assert pc.is_bound((15, 0.15), {0.15}) and pc.is_bound(gb, {1.2e9}) and pc.is_bound(gb, {1.2})
+    assert not pc.is_bound((15,), {1.5}) and not pc.is_bound((2,), {0.02})   # a bare number is itself

@@ -99,16 +99,16 @@ def korthikanti_mfu(name: str) -> float:
     return korthikanti(name, efficiency=None).mfu
 
 
-#: Shares of the layers a search may recompute in full, in eighths (the cases' least recomputation).
+#: Shares of the layers a search may recompute in full, in eighths (the cases' candidates).
 EIGHTHS = tuple(i / 8 for i in range(9))
 
 
 def llama3(row, efficiency=None, recompute=("none",), recompute_fraction=EIGHTHS):
     """Best step of Llama 3.1 405B in a Table 4 layout, with fp32 gradient accumulation and
     reduce-scatter as the paper states (§3.3.2). The paper does not say what Meta recomputed (it
-    trimmed a layer from the first and last stages to balance memory); the search takes the least
-    recomputation that fits, a share of the layers in eighths, with the micro-batch, interleaving
-    and ZeRO stage. ``recompute`` and ``recompute_fraction`` (candidates, as in
+    trimmed a layer from the first and last stages to balance memory); the search takes the fastest
+    step that fits over the recomputed share of the layers (in eighths), the micro-batch,
+    interleaving and ZeRO stage. ``recompute`` and ``recompute_fraction`` (candidates, as in
     :func:`best_parallelism`) ask for another policy."""
     gpus, tp, cp, pp, dp, seq, per_dp, _ = row
     return best_parallelism("llama-3.1-405b", cluster("llama3-24k-h100", nodes=gpus // 8), dp * per_dp, seq,
@@ -327,8 +327,9 @@ SERIES = [
            unit="MFU", points=tuple(_point(f"Korthikanti-{r[0]}") for r in KORTHIKANTI_RUNS)),
     Series(name="Llama 3 405B (8,192 and 16,384 H100s, same global batch)", source=LLAMA3, unit="MFU",
            points=tuple(_point(f"Llama3-405B-{row[0] // 1024}K") for row in LLAMA3_TABLE4[:2]),
-           note="What Meta recomputed is not published; the cases search the least recomputation that "
-                "fits, three eighths of the layers at 8K GPUs and a quarter at 16K. Recomputing every layer "
+           note="What Meta recomputed is not published; the cases take the fastest step that fits over "
+                "the recomputed share in eighths: three eighths of the layers at 8K GPUs and a quarter "
+                "at 16K. Recomputing every layer "
                 "instead would put the model 12 and 17 % below the published values."),
     Series(name="torchtitan FSDP2, Llama 2 on 64 A100s (13B and 70B)", source=TORCHTITAN,
            unit="tokens/s per GPU",
