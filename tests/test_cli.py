@@ -199,6 +199,26 @@ def test_zoo_shows_a_16_bit_peak_and_never_an_integer_one():
     assert fmt(ms.hardware("h100").peak_flops["bf16"], "FLOP/s") + " " in rows["H100-SXM"]
 
 
+def test_zoo_peak_column_for_every_device():
+    import mlsysim as ms
+    from mlsysim.units import fmt
+    import re
+    lines = _mlsysim("zoo", "hardware").stdout.splitlines()
+    spans = [m.span() for m in re.finditer(r"-+", lines[2])]          # the columns, from the rule under the header
+    column = next(sp for sp in spans if lines[1][sp[0]:sp[1]].strip() == "16-bit peak (dense)")
+    rows = {l.split()[0]: l for l in lines[3:] if l.strip()}
+    assert set(rows) == set(ms.zoo("hardware"))
+    for name, line in rows.items():
+        peaks = ms.hardware(name).peak_flops
+        cell = line[column[0]:column[1]].strip()
+        if "bf16" in peaks:
+            assert cell == fmt(peaks["bf16"], "FLOP/s"), name
+        elif "fp16" in peaks:
+            assert cell == f"{fmt(peaks['fp16'], 'FLOP/s')} (fp16)", name
+        else:
+            assert cell == "-", name
+
+
 def test_solver_commands_print_tables_and_json():
     import mlsysim as ms
     d = json.loads(_mlsysim("roofline", "llama-3-8b", "h100", "--batch", "8", "--json").stdout)

@@ -34,3 +34,11 @@ def test_generations_explorer():
     ex.controls["phase"].value = "prefill"
     assert all(b == "compute" for b in ex.result.bound)
     assert "B200-HGX" in ex.summary_text()
+
+
+def test_no_number_under_a_precision_the_device_lacks():
+    """The T4 has no bf16 peak: the explorer says so and shows no time; in fp16 it shows one."""
+    ex = ms.widgets.roofline_explorer(workload="GPT-2-XL", hardware="T4", precision="bf16")
+    assert isinstance(ex.result, ms.MlsysimError) and "fp16" in ex.error and "time per pass" not in ex.summary_text()
+    ex.controls["precision"].value = "fp16"
+    assert ex.error == "" and ex.result.precision == "fp16" and "time per pass" in ex.summary_text()
