@@ -36,7 +36,7 @@ def test_numpy_lab_leaves_its_newest_checkpoint_intact(tmp_path):
 
 def test_pytorch_comparison_flips_each_byte_back(tmp_path):
     pytest.importorskip("torch")
-    from mlsysim.lab.pytorch.engines import ALL_ENGINES, load_latest, newest_path
+    from mlsysim.lab.pytorch.engines import ENGINES, load_latest, newest_path
     from mlsysim.lab.pytorch.train import TorchConfig, TorchTrainer
     d = tmp_path / "ck"
     r = _cli("checkpoint", "--framework", "torch", "--compare", "--size-mb", 4, "--repeats", 1, "--dir", d, "--json")
@@ -44,7 +44,7 @@ def test_pytorch_comparison_flips_each_byte_back(tmp_path):
     noticed = {e["engine"]: e["corruption_noticed"] for e in json.loads(r.stdout)["engines"]}
     assert noticed["sync"] and noticed["concurrent"]              # the demonstration ran
     cfg = TorchConfig.for_size(4e6)
-    for kind in ALL_ENGINES:
+    for kind in ENGINES:
         folder = d / kind.replace("+", "-").replace(".", "-")
         template = TorchTrainer(cfg).state() if kind.startswith("dcp") else None
         with warnings.catch_warnings():

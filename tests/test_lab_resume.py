@@ -52,7 +52,7 @@ def reference(tmp_path_factory):
 POINTS = [("between", 12), ("snapshot", 10), ("persist", 10), ("commit", 10), ("persist", 5)]
 
 
-@pytest.mark.parametrize("engine", ["sync", "concurrent"])
+@pytest.mark.parametrize("engine", ["sync", "concurrent", "pipelined"])
 @pytest.mark.parametrize("point,step", POINTS, ids=[f"{p}@{s}" for p, s in POINTS])
 def test_kill_and_resume_is_bit_identical(tmp_path, reference, engine, point, step):
     killed = _run(tmp_path, engine, pause=f"{point}@{step}")

@@ -45,7 +45,7 @@ torch = pytest.importorskip("torch")
 
 from mlsysim.lab.floors import measure_floors  # noqa: E402
 from mlsysim.lab.pytorch.compare import compare, flip_middle_byte, same_state, targets  # noqa: E402
-from mlsysim.lab.pytorch.engines import ALL_ENGINES  # noqa: E402
+from mlsysim.lab.pytorch.engines import ALL_ENGINES, ENGINES  # noqa: E402
 from mlsysim.lab.pytorch.train import TorchConfig  # noqa: E402
 
 SMALL = TorchConfig(layers=2, d_model=64, heads=4, kv_heads=2, d_ff=96)
@@ -57,7 +57,7 @@ def small(tmp_path_factory):
 
 
 def test_every_engine_on_one_state(small):
-    assert [r.engine for r in small.runs] == list(ALL_ENGINES)
+    assert [r.engine for r in small.runs] == list(ENGINES) and "pipelined" in ALL_ENGINES
     assert small.size_B == SMALL.state_B + 4 * (9 * SMALL.layers + 3)   # + AdamW's step counters (fp32)
     for r in small.runs:
         assert r.resumed_exactly, r.engine
@@ -184,3 +184,12 @@ def test_the_snapshot_copy_is_timed_beside_the_floor(small):
     d = small.to_dict()
     per_parameter = 4 * (9 * SMALL.layers + 3)       # weight, AdamW's step, m and v of each parameter tensor
     assert d["snapshot_copy_s"] > 0 and d["tensors"] == per_parameter + 2   # + torch's and NumPy's random states
+
+
+def test_the_pipelined_engine_in_the_comparison_resumes_and_refuses_a_flipped_byte(tmp_path):
+    """Asked for by name, it runs the comparison's protocol; with no training between the saves its
+    copy hides behind nothing, and its stall is a copy, as the concurrent engine's is."""
+    c = compare(cfg=SMALL, engines=("concurrent", "pipelined"), repeats=1, directory=tmp_path)
+    conc, pipe = c.run("concurrent"), c.run("pipelined")
+    assert pipe.resumed_exactly and pipe.corruption_noticed and pipe.durable_s > pipe.stall_s > 0
+    assert pipe.predicted_stall_s == conc.predicted_stall_s

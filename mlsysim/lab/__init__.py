@@ -9,15 +9,16 @@ first use (``ms.lab`` or ``import mlsysim.lab``):
   state (weights, moments, schedule, loader order and generator) is a mapping of
   arrays and scalars, from kilobytes to gigabytes (:meth:`~mlsysim.lab.train.LabConfig.for_size`).
 * ``mlsysim.lab.store`` — the checkpoint files: data file with a JSON header and
-  aligned arrays, CRC-32, write to a temporary name + ``fsync`` + atomic rename +
-  directory ``fsync``, then a commit record written the same way (a checkpoint exists
-  only once that record is durable); :func:`~mlsysim.lab.store.load_latest` returns
+  aligned arrays, CRC-32 (:mod:`mlsysim.lab.checksum`), write to a temporary name +
+  ``fsync`` + atomic rename + directory ``fsync``, then a commit record written the
+  same way (a checkpoint exists only once that record is durable); :func:`~mlsysim.lab.store.load_latest` returns
   the newest committed and verified checkpoint and warns, naming each file, about
   the torn, corrupt or uncommitted ones it skips.
 * ``mlsysim.lab.engines`` — the sync engine (training blocked for the whole
-  write) and the concurrent engine (a pool of preallocated buffers, background
-  writers, back-pressure counted as stall), both keeping the newest ``keep``
-  committed checkpoints; a full disk or an unwritable directory is a
+  write), the concurrent engine (a pool of preallocated buffers, background
+  writers, back-pressure counted as stall) and the pipelined engine (the copy itself
+  in the background, beside the next forward and backward pass), all keeping the
+  newest ``keep`` committed checkpoints; a full disk or an unwritable directory is a
   :class:`~mlsysim.lab.store.CheckpointError` and never costs the last good one.
 * ``mlsysim.lab.experiment`` and ``mlsysim.lab.predict`` — the timed experiment,
   and what :func:`mlsysim.checkpoint` predicts for this machine's measured memory

@@ -1,4 +1,4 @@
-"""Two checkpoint engines behind one interface: ``save(step, state)``, ``wait()``, ``close()``.
+"""Three checkpoint engines behind one interface: ``save(step, state)``, ``wait()``, ``close()``.
 
 * :class:`SyncEngine` — the common baseline (as ``torch.save`` is usually called):
   the training loop writes the whole state to a temporary file, flushes it, waits for
@@ -11,10 +11,16 @@
   buffer in chunks, fsyncs, renames, commits, prunes, and frees the buffer. When
   every buffer is still being written, ``save`` waits for one: that back-pressure is
   part of the stall. An error in a writer (a full disk) is raised by the next call.
+* :class:`PipelinedEngine` — as the concurrent engine, but ``save`` only starts the copy: it
+  runs in the background while the next forward and backward pass compute, and the trainer
+  calls :meth:`~PipelinedEngine.fence` just before the optimizer step, which would overwrite
+  the state being copied (CheckFreq's pipelined snapshot, Mohan et al., FAST'21, §4). Stall =
+  back-pressure + the part of the copy the pass did not hide; on a GPU the same design puts
+  the device-to-host copy on the copy engine while the SMs compute.
 
-Both compute a CRC-32 of each data file, commit atomically (see
+All three compute a CRC-32 of each data file, commit atomically (see
 :mod:`mlsysim.lab.store`) and keep the newest ``keep`` committed checkpoints.
-Both accept ``hook(point, step)``, called at ``"snapshot"`` (halfway through the copy
+All accept ``hook(point, step)``, called at ``"snapshot"`` (halfway through the copy
 into memory; for the sync engine just before the write), ``"persist"`` (after the first
 chunk reached the file) and ``"commit"`` (right after the commit record is durable), and
 ``on_commit(step)``; both are called while holding :attr:`Engine.lock`, so that a
@@ -25,7 +31,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +39,7 @@ import numpy as np
 from ..errors import MlsysimError, UnknownNameError
 from . import store
 
-ENGINES = ("sync", "concurrent")
+ENGINES = ("sync", "concurrent", "pipelined")
 
 
 @dataclass(frozen=True)
@@ -217,11 +223,80 @@ class ConcurrentEngine(Engine):
             t.join()
 
 
+class PipelinedEngine(ConcurrentEngine):
+    """The concurrent engine's buffers and writers, with the copy itself in the background:
+    :meth:`save` takes a free buffer and the state's layout (its small values are read now) and
+    starts a copier thread; the training loop goes on into the next forward and backward pass,
+    which read the state but do not change it, and calls :meth:`fence` before the optimizer step.
+    The time :meth:`fence` waits is added to that checkpoint's stall."""
+
+    name = "pipelined"
+
+    def __init__(self, directory, keep: int = 2, buffers: int = 2, writers: int = 1, chunk_B: int = store.CHUNK_B,
+                 hook=None, on_commit=None):
+        super().__init__(directory, keep, buffers, writers, chunk_B, hook, on_commit)
+        self._copied = threading.Event()
+        self._copied.set()
+
+    def save(self, step: int, state) -> float:
+        self.fence()                          # the previous snapshot is complete before a new one starts
+        self._raise_pending()
+        t0 = time.perf_counter()
+        lay = store.layout(state, step)
+        i = self._free.get()                  # back-pressure, as in the concurrent engine
+        waited = time.perf_counter() - t0
+        if self._error is not None:
+            self._free.put(i)
+            self._raise_pending()
+        buf = self._buffers[i]
+        if buf is None or len(buf) < lay.size_B:
+            buf = self._buffers[i] = np.empty(lay.size_B, dtype=np.uint8)
+        self._copied.clear()
+        threading.Thread(target=self._copy, args=(step, i, lay, buf, t0), name="checkpoint-copier",
+                         daemon=True).start()
+        stall = time.perf_counter() - t0
+        self.records.append(SaveRecord(step, lay.size_B, stall, waited, float("nan")))
+        return stall
+
+    def _copy(self, step: int, i: int, lay, buf, t0: float) -> None:
+        try:
+            store.fill(buf, lay, midway=lambda: self._call("snapshot", step))
+        except BaseException as e:            # handed to the training thread by the next call
+            self._error = self._error or e
+            self._free.put(i)
+        else:
+            self._jobs.put((step, i, lay.size_B, t0))
+        finally:
+            self._copied.set()
+
+    def fence(self) -> float:
+        """Return once the newest snapshot is copied, before the state changes; the seconds waited
+        (0 when the pass hid the whole copy) count as that checkpoint's stall."""
+        if self._copied.is_set():
+            return 0.0
+        t0 = time.perf_counter()
+        self._copied.wait()
+        waited = time.perf_counter() - t0
+        self.records[-1] = replace(self.records[-1], stall_s=self.records[-1].stall_s + waited)
+        return waited
+
+    def wait(self) -> None:
+        self.fence()
+        super().wait()
+
+    def abort(self) -> None:
+        self._copied.wait()                   # a copy under way reads the caller's arrays: let it end
+        super().abort()
+
+
 def make_engine(kind: str, directory, **kw) -> Engine:
-    """``"sync"`` → :class:`SyncEngine`, ``"concurrent"`` → :class:`ConcurrentEngine`."""
+    """``"sync"`` → :class:`SyncEngine`, ``"concurrent"`` → :class:`ConcurrentEngine`,
+    ``"pipelined"`` → :class:`PipelinedEngine`."""
     if kind == "sync":
         kw = {k: v for k, v in kw.items() if k in ("keep", "hook", "on_commit")}
         return SyncEngine(directory, **kw)
     if kind == "concurrent":
         return ConcurrentEngine(directory, **kw)
+    if kind == "pipelined":
+        return PipelinedEngine(directory, **kw)
     raise UnknownNameError("checkpoint engine", kind, ENGINES)

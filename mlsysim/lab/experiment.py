@@ -27,6 +27,22 @@ from .train import LabConfig, Trainer
 WARMUP_STEPS = 3  # untimed: the first steps fault in pages and grow the allocator's pools
 
 
+def pipelined_stall_s(p: Prediction, step_s: float) -> float:
+    """First-order stall of the pipelined engine: the copy hides behind the next step's forward
+    and backward pass (at most ``step_s``, the whole step), the back-pressure of a writer that
+    cannot keep up does not: max(0, d − t_step, back-pressure), where the back-pressure is the
+    concurrent stall when it exceeds the copy d. On two cores the copy also slows the pass it
+    overlaps, which this leaves out.
+
+    >>> from mlsysim.lab.predict import machine_from, predict
+    >>> p = predict(1.2e9, machine_from(copy_Bps=20e9, write_Bps=1.5e9, read_Bps=3e9), interval_s=10.0)
+    >>> round(pipelined_stall_s(p, 0.05), 3), pipelined_stall_s(p, 0.5)    # copy 0.06 s
+    (0.01, 0.0)
+    """
+    back_pressure = p.concurrent_stall_s if p.concurrent_stall_s > p.copy_s else 0.0
+    return max(0.0, p.copy_s - step_s, back_pressure)
+
+
 def step_time_s(cfg: LabConfig, steps: int = 5) -> float:
     """Seconds per training step without checkpoints: the median of ``steps`` timed steps after
     the warm-up steps (the median, because a shared machine adds slow outliers)."""
@@ -65,7 +81,17 @@ class LabRun(Record):
     stalls_s: tuple = field(default=(), repr=False)
 
     @property
+    def overhead_s(self) -> float:
+        """What training paid per checkpoint: (the checkpointed run's wall time, until its last
+        checkpoint is durable, − steps × the step time without checkpoints) / checkpoints. A stall
+        is only part of it: a background copy or write that slows the steps beside it counts here."""
+        return (self.train_s - self.steps * self.step_s) / self.checkpoints
+
+    @property
     def predicted_stall_s(self) -> float:
+        """The model's stall for this engine; the pipelined one's is :func:`pipelined_stall_s`."""
+        if self.engine == "pipelined":
+            return pipelined_stall_s(self.predicted, self.step_s)
         return self.predicted.sync_stall_s if self.engine == "sync" else self.predicted.concurrent_stall_s
 
     def rows(self) -> list[tuple[str, str]]:
@@ -80,6 +106,7 @@ class LabRun(Record):
                 ("load", f"{fmt(self.load_s, 's')} (model {fmt(p.restore_s, 's')})"),
                 ("load bandwidth", fmt(self.load_Bps, "B/s")),
                 ("end-to-end slowdown", f"{self.slowdown:.3f}x"),
+                ("overhead per checkpoint", fmt(self.overhead_s, "s")),
                 ("resumed bit-identical", str(self.resumed_exactly))]
 
     def to_dict(self) -> dict:
@@ -89,7 +116,8 @@ class LabRun(Record):
                 "steps": self.steps, "every": self.every, "checkpoints": self.checkpoints, "step_s": self.step_s,
                 "stall_s": self.stall_s, "max_stall_s": self.max_stall_s, "wait_s": self.wait_s,
                 "durable_s": self.durable_s, "train_s": self.train_s, "slowdown": self.slowdown,
-                "save_Bps": self.save_Bps, "load_s": self.load_s, "load_Bps": self.load_Bps,
+                "overhead_s": self.overhead_s, "save_Bps": self.save_Bps, "load_s": self.load_s,
+                "load_Bps": self.load_Bps,
                 "resumed_exactly": self.resumed_exactly, "stalls_s": list(self.stalls_s),
                 "predicted": {"stall_s": self.predicted_stall_s, "copy_s": p.copy_s, "write_s": p.write_s,
                               "durable_s": p.copy_s + p.write_s, "restore_s": p.restore_s,
@@ -127,18 +155,20 @@ def run(engine: str = "concurrent", size_B: float = 64e6, steps: int = 20, every
 
 
 def _run(engine, cfg, steps, every, directory, machine, step_s, buffers, keep, verify, progress) -> LabRun:
-    kw = {"buffers": buffers} if engine == "concurrent" else {}
+    buffered = engine in ("concurrent", "pipelined")
+    kw = {"buffers": buffers} if buffered else {}
     trainer = Trainer(cfg)
     losses = {}
     eng = make_engine(engine, directory, keep=keep, **kw)
-    if engine == "concurrent":
+    if buffered:
         eng.prepare(store.layout(trainer.state(), 0).size_B)
+    fence = getattr(eng, "fence", None)
     for _ in range(WARMUP_STEPS):        # outside the timing
         losses[trainer.step_count + 1] = trainer.step()
     t0 = time.perf_counter()
     try:
         for i in range(steps):
-            losses[trainer.step_count + 1] = trainer.step()
+            losses[trainer.step_count + 1] = trainer.step(before_update=fence)
             if (i + 1) % every == 0:
                 eng.save(trainer.step_count, trainer.state())
             if progress is not None:

@@ -70,7 +70,7 @@ def train(trainer, engine, steps: int, every: int, hook) -> None:
     """Train to ``steps``, checkpoint every ``every`` with ``engine``, announce every step, call
     ``hook("between", s)`` after each under the engine's lock, and announce the end."""
     while trainer.step_count < steps:
-        loss = trainer.step()
+        loss = trainer.step(before_update=getattr(engine, "fence", None))
         s = trainer.step_count
         _say(step=s, loss=loss.hex())
         if s % every == 0:

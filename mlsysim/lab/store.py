@@ -32,11 +32,12 @@ import sys
 import threading
 import time
 import warnings
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from .checksum import crc32
 
 MAGIC = b"MLSYSCK1"
 FORMAT = "mlsysim-lab-checkpoint/1"
@@ -235,7 +236,7 @@ def write_durable(path: Path, chunks, after_first=None) -> tuple[int, int]:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         for i, chunk in enumerate(chunks):
             mv = memoryview(chunk)
-            crc = zlib.crc32(mv, crc)
+            crc = crc32(mv, crc)
             while len(mv):
                 n = os.write(fd, mv)
                 mv = mv[n:]
@@ -347,7 +348,7 @@ def read_checkpoint(directory, step: int, mapped: bool = False):
         raise CheckpointError(errno.EIO, f"{dpath}: truncated or torn ({actual} B on disk, {size} B committed)")
     if mapped:
         buf = map_file(dpath, size)
-        got, actual_crc = size, zlib.crc32(buf)
+        got, actual_crc = size, crc32(buf)
     else:
         buf = np.empty(size, dtype=np.uint8)
         got, actual_crc = read_with_crc(dpath, buf)
@@ -405,7 +406,7 @@ def read_with_crc(path, buf: np.ndarray, chunk_B: int = CHUNK_B) -> tuple[int, i
             error = item
             continue
         pos, n = item
-        crc = zlib.crc32(mv[pos:pos + n], crc)
+        crc = crc32(mv[pos:pos + n], crc)
         got += n
     t.join()
     if error is not None:

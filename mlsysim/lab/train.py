@@ -215,10 +215,14 @@ class Trainer:
             denom *= np.float32(lr / c1)
             p -= denom
 
-    def step(self) -> float:
-        """Train one mini-batch; returns its loss (before the update)."""
+    def step(self, before_update=None) -> float:
+        """Train one mini-batch; returns its loss (before the update). ``before_update()``, when
+        given, is called after the forward and backward pass, just before AdamW changes the
+        weights and moments in place (a pipelined checkpoint's fence)."""
         x, y = self.loader.next()
         loss, grads = self._loss_and_grads(x, y)
+        if before_update is not None:
+            before_update()
         self._adamw(grads, learning_rate(self.step_count, self.cfg))
         self.step_count += 1
         return loss

@@ -49,13 +49,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import MlsysimError
 from ...measure import drop_page_cache
 from .. import store
+from ..checksum import crc32
 from . import shards
 from .predict import SCHEME_MODE, SCHEMES, DistMachine, RestorePrediction, JobPrediction, measure_dist_machine, \
     predict_job, predict_restore
@@ -131,7 +131,7 @@ def config_for(size_B: float | None, d_model: int, layers: int, steps: int):
 
 
 def _crc(t) -> int:
-    return zlib.crc32(t.detach().contiguous().numpy().tobytes())
+    return crc32(t.detach().contiguous().numpy().tobytes())
 
 
 def file_checksums(directory, record: dict) -> dict:

@@ -82,7 +82,6 @@ import signal
 import sys
 import time
 import warnings
-import zlib
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
@@ -92,6 +91,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .. import store
+from ..checksum import crc32
 from . import shards, tiers
 from ..engines import make_engine
 from ..runner import _say
@@ -244,7 +244,7 @@ class Job:
         out = {}
         for key, t in self.tensors().items():
             full = t.full_tensor() if isinstance(t, DTensor) else t
-            out[key] = zlib.crc32(full.detach().contiguous().numpy().tobytes())
+            out[key] = crc32(full.detach().contiguous().numpy().tobytes())
         return out
 
     def dcp_state(self) -> dict:
@@ -409,7 +409,7 @@ class MemoryTier:
         crc = 0
         for lo, hi in _spans(size):
             chunk = data[lo:hi] if data is not None else zeros[:hi - lo]
-            crc = zlib.crc32(chunk, crc)
+            crc = crc32(chunk, crc)
             dist.send(torch.from_numpy(chunk), dst, group=self.group)
         if error is None and crc != entry["crc32"]:
             error = f"{path}: checksum mismatch (corrupt)"

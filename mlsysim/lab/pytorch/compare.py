@@ -2,7 +2,8 @@
 
 Needs the optional extra (``pip install -e .[torch]``). :func:`compare` trains the lab's
 transformer (:mod:`mlsysim.lab.pytorch.train`) for two steps, then checkpoints that one
-state with each engine of :data:`~mlsysim.lab.pytorch.engines.ALL_ENGINES`:
+state with each engine of :data:`~mlsysim.lab.pytorch.results.ENGINES` (or the ones asked for; the
+pipelined engine too, whose copy then hides behind nothing, as no training runs between the saves):
 
 1. **Save.** One untimed warm-up save per engine, then ``repeats`` timed rounds; in each
    round every engine saves once, in a rotated order (a shared disk drifts: no engine
@@ -50,7 +51,7 @@ from .. import store
 from ..floors import Floors, measure_floors, with_write_rounds, write_once
 from ..predict import machine_from, predict
 from .engines import ALL_ENGINES, load_latest, make, newest_path
-from .results import ASYNC, recorded, targets  # noqa: F401  (read without torch; used from here too)
+from .results import ASYNC, ENGINES, recorded, targets  # noqa: F401  (read without torch; used from here too)
 from .train import TorchConfig, TorchTrainer
 
 RESUME_STEPS = 2
@@ -222,7 +223,7 @@ def _loaded_after_flip(kind, directory, cfg, saved, newest: Path, flipped: Path)
     return "loaded changed tensors without an error", False
 
 
-def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directory=None,
+def compare(size_B: float = 16e6, engines=ENGINES, repeats: int = 3, directory=None,
             cfg: TorchConfig | None = None, floors: Floors | None = None, progress=None) -> Comparison:
     """Checkpoint one PyTorch training state with every engine (see the module's text).
 
@@ -260,7 +261,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         try:
             for e in engines:
                 live[e] = make(e, folders[e], keep=2)
-                if e == "concurrent":
+                if e in ("concurrent", "pipelined"):
                     live[e].prepare(store.layout(state, 0).size_B)
             floor_data, floor_rounds = np.full(state_B, 7, dtype=np.uint8), []
             for k in range(repeats + 1):            # k = 0: the untimed warm-up

@@ -42,7 +42,9 @@ from .. import store
 from ..engines import ENGINES as OWN_ENGINES, Engine, SaveRecord, make_engine
 from .results import ENGINES
 
-ALL_ENGINES = ENGINES                    # the four baselines, then this package's two
+# every engine by name: the comparison's six, and the pipelined engine, which only a run that trains
+# between its saves can show (its copy hides behind the next forward and backward pass)
+ALL_ENGINES = ENGINES + ("pipelined",)
 BASELINES = ALL_ENGINES[:4]
 _FILE = re.compile(r"^torch-(\d{9})\.pt$")
 _DIR = re.compile(r"^dcp-(\d{9})$")
@@ -211,7 +213,8 @@ def _steps(directory: Path, pattern) -> list[int]:
 
 
 def make(kind: str, directory, **kw) -> Engine:
-    """Any engine by name: the four baselines and this package's ``sync`` and ``concurrent``."""
+    """Any engine by name: the four baselines and this package's ``sync``, ``concurrent`` and
+    ``pipelined``."""
     if kind in OWN_ENGINES:
         return make_engine(kind, directory, **kw)
     kw = {k: v for k, v in kw.items() if k in ("keep", "hook", "on_commit")}

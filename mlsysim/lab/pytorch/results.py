@@ -22,12 +22,12 @@ from __future__ import annotations
 import json
 from importlib.resources import files
 
-from ..engines import ENGINES as OWN_ENGINES
 from ..floors import Floors
 from ..predict import machine_from, predict
 
-ENGINES = ("torch.save", "torch.save+fsync", "dcp", "dcp-async") + OWN_ENGINES
-ASYNC = ("dcp-async", "concurrent")   # snapshot, then persist in the background
+# the engines of the comparison (and of its recorded run): PyTorch's four, then this package's two
+ENGINES = ("torch.save", "torch.save+fsync", "dcp", "dcp-async", "sync", "concurrent")
+ASYNC = ("dcp-async", "concurrent", "pipelined")   # snapshot, then persist in the background
 NEVER_DURABLE = ("torch.save",)
 
 

@@ -322,8 +322,10 @@ class TorchTrainer:
                                            "exp_avg_sq": torch.zeros_like(p)}
         self.hook = None            # hook("step", step) midway through a step (between backward and update)
 
-    def step(self) -> float:
-        """Train one batch; returns its loss (before the update)."""
+    def step(self, before_update=None) -> float:
+        """Train one batch; returns its loss (before the update). ``before_update()``, when given,
+        is called after the backward pass, just before the optimizer changes the weights and moments
+        in place (a pipelined checkpoint's fence)."""
         if self._batches is None:
             self._batches = iter(self.loader)
         x, y = next(self._batches)
@@ -333,6 +335,8 @@ class TorchTrainer:
         loss.backward()
         if self.hook is not None:
             self.hook("step", self.step_count + 1)
+        if before_update is not None:
+            before_update()
         self.optimizer.step()
         self.scheduler.step()
         self.step_count += 1
