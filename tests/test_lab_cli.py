@@ -19,8 +19,9 @@ def test_lab_checkpoint_json(tmp_path, engine):
     assert d["schema"] == "mlsysim.lab.checkpoint/1" and d["engine"] == engine
     assert d["checkpoints"] == 3 and len(d["stalls_s"]) == 3 and d["resumed_exactly"] is True
     assert 1.5e6 < d["size_B"] < 2.5e6 and d["stall_s"] > 0 and d["load_Bps"] > 0
-    assert d["predicted"]["write_s"] > 0 and (d["predicted"]["stall_s"] > 0 if engine != "pipelined" else
-                                              d["predicted"]["stall_s"] == 0)   # a 2 MB copy hides in a step
+    p = d["predicted"]
+    assert p["write_s"] > 0 and (p["stall_s"] > 0 if engine != "pipelined" else   # the copy may hide in a step,
+                                 0 <= p["stall_s"] <= p["concurrent_stall_s"])    # the back-pressure may not
     assert d["overhead_s"] == pytest.approx((d["train_s"] - d["steps"] * d["step_s"]) / d["checkpoints"])
     assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == [
         "ckpt-000000007.commit", "ckpt-000000007.data", "ckpt-000000009.commit", "ckpt-000000009.data"]  # 3 warm-up steps

@@ -11,13 +11,13 @@ from mlsysim.lab.train import LabConfig, Trainer
 
 
 def test_save_returns_before_the_copy_and_the_fence_waits_for_it(tmp_path):
-    slow = lambda point, step: time.sleep(0.3) if point == "snapshot" else None   # a copy that takes 0.3 s
+    slow = lambda point, step: time.sleep(1.0) if point == "snapshot" else None   # a copy that takes 1 s
     e = PipelinedEngine(tmp_path, hook=slow)
     state = {"w": np.arange(1000, dtype=np.float32), "b": np.ones(10, dtype=np.float32), "step": 1}
     returned = e.save(1, state)
     waited = e.fence()
     e.close()
-    assert returned < 0.25 <= waited and e.records[0].stall_s >= returned + waited - 1e-6
+    assert returned < 0.5 and returned + waited >= 0.99 and e.records[0].stall_s >= returned + waited - 1e-6
     assert e.fence() == 0.0                              # nothing in flight: no wait
 
 
