@@ -11,23 +11,23 @@ from ._common import Explorer, _log_slider
 from .many_devices import CHECKPOINT_LAYOUTS
 
 
+def _decade_slider(value, lo, hi, label):
+    """A logarithmic slider from 10**lo to 10**hi, in steps of 0.05 decade."""
+    return W.FloatLogSlider(value=value, base=10, min=lo, max=hi, step=0.05, description=label,
+                            readout_format=".3g", style={"description_width": "9em"})
+
+
 # --- checkpoint lab (06a) -------------------------------------------------------
 def lab_checkpoint_explorer(size_GB: float = 1.0, copy_GBps: float = 10.0, write_GBps: float = 1.0,
                             read_GBps: float = 2.0, interval_s: float = 2.0) -> Explorer:
     """Explore the checkpoint lab's model: state size, memory copy and disk rates, interval →
     sync and concurrent stall per checkpoint and the share of time they cost (no run needed)."""
     from ..lab.predict import machine_from, predict
-    style = {"description_width": "9em"}
-
-    def slider(value, lo, hi, label):
-        return W.FloatLogSlider(value=value, base=10, min=lo, max=hi, step=0.05, description=label,
-                                readout_format=".3g", style=style)
-
-    controls = {"size_GB": slider(size_GB, -2, 2, "state (GB)"),
-                "copy_GBps": slider(copy_GBps, 0, 2, "memory copy (GB/s)"),
-                "write_GBps": slider(write_GBps, -1, 1.5, "disk write (GB/s)"),
-                "read_GBps": slider(read_GBps, -1, 1.5, "disk read (GB/s)"),
-                "interval_s": slider(interval_s, -1, 3, "interval (s)")}
+    controls = {"size_GB": _decade_slider(size_GB, -2, 2, "state (GB)"),
+                "copy_GBps": _decade_slider(copy_GBps, 0, 2, "memory copy (GB/s)"),
+                "write_GBps": _decade_slider(write_GBps, -1, 1.5, "disk write (GB/s)"),
+                "read_GBps": _decade_slider(read_GBps, -1, 1.5, "disk read (GB/s)"),
+                "interval_s": _decade_slider(interval_s, -1, 3, "interval (s)")}
 
     def compute(size_GB, copy_GBps, write_GBps, read_GBps, interval_s):
         m = machine_from(copy_GBps * 1e9, write_GBps * 1e9, read_GBps * 1e9)
@@ -56,16 +56,10 @@ def lab_engines_explorer(size_GB: float = 1.0, copy_GBps: float = 10.0, write_GB
     each engine's predicted stall and time to durable for one checkpoint, and the two floors
     (:func:`mlsysim.lab.pytorch.results.predicted`; no run, no torch needed)."""
     from ..lab.pytorch.results import predicted
-    style = {"description_width": "9em"}
-
-    def slider(value, lo, hi, label):
-        return W.FloatLogSlider(value=value, base=10, min=lo, max=hi, step=0.05, description=label,
-                                readout_format=".3g", style=style)
-
-    controls = {"size_GB": slider(size_GB, -2, 2.5, "state (GB)"),
-                "copy_GBps": slider(copy_GBps, 0, 2, "memory copy (GB/s)"),
-                "write_GBps": slider(write_GBps, -1, 1.5, "write + fsync (GB/s)"),
-                "host_memory_GB": slider(host_memory_GB, 0, 3.5, "host memory (GB)")}
+    controls = {"size_GB": _decade_slider(size_GB, -2, 2.5, "state (GB)"),
+                "copy_GBps": _decade_slider(copy_GBps, 0, 2, "memory copy (GB/s)"),
+                "write_GBps": _decade_slider(write_GBps, -1, 1.5, "write + fsync (GB/s)"),
+                "host_memory_GB": _decade_slider(host_memory_GB, 0, 3.5, "host memory (GB)")}
 
     def compute(size_GB, copy_GBps, write_GBps, host_memory_GB):
         return predicted(size_GB * 1e9, copy_GBps * 1e9, write_GBps * 1e9, host_memory_B=host_memory_GB * 1e9)
