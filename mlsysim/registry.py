@@ -87,7 +87,8 @@ def _hardware_record(e: dict) -> Hardware:
         scaleup_link=e.get("scaleup_link", ""), scaleup_Bps=half("scaleup_bidir_GBps"),
         sram_B=e["sram_MB"] * MB if "sram_MB" in e else None,
         sms=e.get("sms"), matmul_efficiency=e.get("matmul_efficiency"),
-        attention_efficiency=e.get("attention_efficiency"), kernel_source=e.get("kernel_source", ""),
+        attention_efficiency=e.get("attention_efficiency"),
+        fp8_matmul_efficiency=e.get("fp8_matmul_efficiency"), kernel_source=e.get("kernel_source", ""),
         source=e["source"], date=str(e["date"]), notes=e.get("notes", ""))
 
 

@@ -43,6 +43,7 @@ class Hardware:
     sms: int | None = None                 # streaming multiprocessors / compute units that share a GEMM
     matmul_efficiency: float | None = None  # best achieved fraction of the bf16 dense peak in a GEMM
     attention_efficiency: float | None = None  # fraction of the dense peak a fused attention kernel reaches
+    fp8_matmul_efficiency: float | None = None  # the same as matmul_efficiency for fp8 GEMMs, where measured
     kernel_source: str = ""                # source and date of sms and matmul_efficiency
     year: int | None = None
     source: str = ""
@@ -64,6 +65,9 @@ class Hardware:
             check_integer(f"{self.name}.sms", self.sms)
         if self.matmul_efficiency is not None and not 0 < self.matmul_efficiency <= 1:
             raise MlsysimError(f"{self.name}.matmul_efficiency must lie in (0, 1], got {self.matmul_efficiency!r}")
+        if self.fp8_matmul_efficiency is not None and not 0 < self.fp8_matmul_efficiency <= 1:
+            raise MlsysimError(f"{self.name}.fp8_matmul_efficiency must lie in (0, 1], "
+                               f"got {self.fp8_matmul_efficiency!r}")
         if self.attention_efficiency is not None and not 0 < self.attention_efficiency <= 1:
             raise MlsysimError(f"{self.name}.attention_efficiency must lie in (0, 1], "
                                f"got {self.attention_efficiency!r}")

@@ -17,6 +17,12 @@ serving needs. Each concept, with its formula, lives in one module of this packa
   :func:`expected_accepted_tokens`.
 * :mod:`mlsysim.serving.plan` — which device and tp meet a TTFT and an ITL target:
   :func:`serving_plan`.
+* :mod:`mlsysim.serving.iteration` — one continuous-batching iteration (prompt chunks and
+  decoding sequences together), component by component: :func:`iteration_model`.
+* :mod:`mlsysim.serving.engines` — the scheduler settings of TensorRT-LLM, vLLM and static
+  batching: :data:`ENGINES`, :func:`engine`.
+* :mod:`mlsysim.serving.simulate` — serving under load (concurrency, request rate or every
+  request at once): :func:`serve`, with TTFT / ITL / end-to-end percentiles and tokens/s.
 
 Every name is importable from ``mlsysim.serving`` (and the public ones from ``mlsysim``).
 
@@ -36,4 +42,7 @@ from .paged import PagedKV, length_mix, paged_kv
 from .generation import Generation, generate
 from .speculative import Speculative, expected_accepted_tokens, speculative_decode
 from .plan import ServingPlan, serving_plan
+from .iteration import IterationModel, iteration_model
+from .engines import ENGINES, Engine, engine, trtllm_bench_limits
+from .simulate import ServingRun, serve
 
