@@ -193,3 +193,34 @@ def test_the_pipelined_engine_in_the_comparison_resumes_and_refuses_a_flipped_by
     conc, pipe = c.run("concurrent"), c.run("pipelined")
     assert pipe.resumed_exactly and pipe.corruption_noticed and pipe.durable_s > pipe.stall_s > 0
     assert pipe.predicted_stall_s == conc.predicted_stall_s
+
+
+@pytest.mark.parametrize("kind", ["torch.save+fsync", "dcp", "sync", "concurrent"])
+def test_pruning_is_outside_the_stall_and_the_time_to_durable(kind, tmp_path, monkeypatch):
+    """One protocol for every engine: pruning (here made to take 0.3 s by a real pause before the real
+    deletion) runs after save returns and after the commit, and is timed on its own."""
+    pytest.importorskip("torch")
+    import time
+    from mlsysim.lab import store
+    from mlsysim.lab.pytorch import engines as te
+    from mlsysim.lab.pytorch.train import TorchConfig, TorchTrainer
+    pause = 0.3
+    real_prune = store.prune
+    monkeypatch.setattr(store, "prune", lambda d, keep: (time.sleep(pause), real_prune(d, keep))[1])
+    for cls in (te.TorchSaveEngine, te.DcpEngine):
+        real = cls._remove_old
+        monkeypatch.setattr(cls, "_remove_old", lambda self, real=real: (time.sleep(pause), real(self))[1])
+    state = TorchTrainer(TorchConfig(layers=1, d_model=32, heads=2, kv_heads=1, d_ff=48, context=8,
+                                     batch=2)).state()
+    eng = te.make(kind, tmp_path / "ckpt", keep=1)
+    try:
+        for step in (1, 2, 3):
+            eng.save(step, state)
+            eng.wait()
+        recs = eng.summary()
+    finally:
+        eng.close()
+    for r in recs:
+        assert r.stall_s < pause and r.durable_s < pause, r
+        assert r.prune_s >= pause, r
+    assert [p.name for p in (tmp_path / "ckpt").iterdir() if "3" in p.name]

@@ -19,7 +19,9 @@
   the device-to-host copy on the copy engine while the SMs compute.
 
 All three compute a CRC-32 of each data file, commit atomically (see
-:mod:`mlsysim.lab.store`) and keep the newest ``keep`` committed checkpoints.
+:mod:`mlsysim.lab.store`) and keep the newest ``keep`` committed checkpoints, pruning the older
+ones after the checkpoint is durable and after ``save`` returned: pruning is in neither the stall
+nor the time to durable, and is timed on its own (:class:`SaveRecord`).
 All accept ``hook(point, step)``, called at ``"snapshot"`` (halfway through the copy
 into memory; for the sync engine just before the write), ``"persist"`` (after the first
 chunk reached the file) and ``"commit"`` (right after the commit record is durable), and
@@ -45,13 +47,19 @@ ENGINES = ("sync", "concurrent", "pipelined")
 @dataclass(frozen=True)
 class SaveRecord:
     """One checkpoint: its step, bytes, the stall it cost training (s), of which back-pressure
-    (s), and the seconds from the start of ``save`` until it was committed."""
+    (s), the seconds from the start of ``save`` until it was committed, and the seconds its
+    pruning of older checkpoints took afterwards (NaN: nothing pruned yet).
+
+    One protocol for every engine, ours and PyTorch's: ``stall_s`` ends when ``save`` returns
+    (or, for the pipelined engine, when its fence stops waiting), ``durable_s`` when the data and
+    the commit record are on disk, and pruning runs after both and is timed on its own."""
 
     step: int
     size_B: int
     stall_s: float
     wait_s: float
     durable_s: float
+    prune_s: float = float("nan")
 
 
 class Engine:
@@ -68,6 +76,7 @@ class Engine:
         self._hook, self._on_commit = hook, on_commit
         self.records: list[SaveRecord] = []
         self._durable: dict[int, float] = {}
+        self._pruned: dict[int, float] = {}
 
     def _call(self, point: str, step: int) -> None:
         if self._hook is not None:
@@ -84,7 +93,14 @@ class Engine:
             if self._on_commit is not None:
                 self._on_commit(step)
             self._call("commit", step)
-            store.prune(d, self.keep)
+
+    def _prune(self, step: int, remove=None) -> None:
+        """Delete the checkpoints older than the newest ``keep`` (``remove()`` does it; default:
+        this package's store) and time it, outside the stall and the time to durable."""
+        t0 = time.perf_counter()
+        with self.lock:
+            (remove or (lambda: store.prune(self.directory, self.keep)))()
+        self._pruned[step] = time.perf_counter() - t0
 
     def save(self, step: int, state) -> float:
         """Checkpoint ``state`` as step ``step``; returns the training stall in seconds."""
@@ -112,8 +128,8 @@ class Engine:
     def summary(self) -> list[SaveRecord]:
         """The records of every save, with the time until each was durable."""
         self.wait()
-        return [SaveRecord(r.step, r.size_B, r.stall_s, r.wait_s, self._durable.get(r.step, float("nan")))
-                for r in self.records]
+        return [SaveRecord(r.step, r.size_B, r.stall_s, r.wait_s, self._durable.get(r.step, float("nan")),
+                           self._pruned.get(r.step, float("nan"))) for r in self.records]
 
 
 class SyncEngine(Engine):
@@ -128,6 +144,7 @@ class SyncEngine(Engine):
         self._persist(step, store.chunks_of(lay), t0)
         stall = time.perf_counter() - t0
         self.records.append(SaveRecord(step, lay.size_B, stall, 0.0, stall))
+        self._prune(step)
         return stall
 
 
@@ -196,6 +213,7 @@ class ConcurrentEngine(Engine):
                 view = self._buffers[i][:size]
                 chunks = (view[k:k + self.chunk_B] for k in range(0, size, self.chunk_B))
                 self._persist(step, chunks, t0)
+                self._prune(step)
             except BaseException as e:  # handed to the training thread by the next call
                 self._error = self._error or e
             finally:

@@ -10,16 +10,24 @@ pipelined engine too, whose copy then hides behind nothing, as no training runs 
    always goes first). After each save the run waits until it is durable and flushes
    the page cache's dirty pages (``os.sync``, untimed), so that one engine's unwritten
    bytes never slow the next; each round ends with one more timing of the write floor,
-   and the fastest write seen sets it. Stall = the time ``save`` held the caller;
-   durable = the time until the checkpoint was committed (NaN for plain ``torch.save``,
-   which never is). Medians over the rounds.
-2. **Load.** Each engine's own loader reads its newest checkpoint ``repeats`` times, the
+   and the fastest write seen sets it. One protocol for every engine, ours and PyTorch's:
+   stall (blocked) = the time ``save`` held the caller; durable = the time until the data
+   and the commit were on disk (NaN for plain ``torch.save``, which never is); deleting
+   the checkpoints older than the newest two runs after both and is timed on its own
+   (prune). Medians over the rounds.
+2. **Overhead.** What training pays, which a stall does not show (a background write
+   slows the steps beside it): the lab's transformer trains :data:`OVERHEAD_STEPS` steps
+   from the same start without checkpoints (twice: before and after the engines), then once
+   per engine with a checkpoint after every :data:`OVERHEAD_EVERY` steps, timed until its
+   last checkpoint is durable. Overhead per checkpoint = (that time − the median run without
+   checkpoints) / checkpoints.
+3. **Load.** Each engine's own loader reads its newest checkpoint ``repeats`` times, the
    files' pages dropped from the page cache first (median). DCP loads in place into a
    state of the same structure made beforehand (its normal use: the model's own tensors);
    the other loaders allocate what they return.
-3. **Resume.** A trainer built from each loaded state trains two more steps; their
+4. **Resume.** A trainer built from each loaded state trains two more steps; their
    losses must equal, bit for bit, those of the run that never stopped.
-4. **Corruption.** One byte in the middle of each engine's newest checkpoint (its largest
+5. **Corruption.** One byte in the middle of each engine's newest checkpoint (its largest
    file) is flipped, and the engine's loader is asked again: it refuses the file (and
    falls back to the previous checkpoint), fails, or returns changed tensors without
    an error — the finding this step exists to show. The byte is then flipped back: the
@@ -55,6 +63,7 @@ from .results import ASYNC, ENGINES, recorded, targets  # noqa: F401  (read with
 from .train import TorchConfig, TorchTrainer
 
 RESUME_STEPS = 2
+OVERHEAD_STEPS, OVERHEAD_EVERY = 9, 3   # the overhead runs: 9 training steps, a checkpoint after steps 3 and 6
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,8 @@ class EngineRun:
     stalls_s: tuple = ()
     durables_s: tuple = ()
     loads_s: tuple = ()
+    prune_s: float = float("nan")       # deleting the older checkpoints, after blocked and durable
+    overhead_s: float = float("nan")    # training time per checkpoint (see the module's text)
 
     def to_dict(self, floors: Floors) -> dict:
         return {"engine": self.engine, "size_B": self.size_B, "stall_s": self.stall_s,
@@ -86,7 +97,8 @@ class EngineRun:
                 "predicted": {"stall_s": self.predicted_stall_s,
                               "durable_s": _or_none(self.predicted_durable_s), "load_s": self.predicted_load_s},
                 "stalls_s": list(self.stalls_s), "durables_s": [_or_none(d) for d in self.durables_s],
-                "loads_s": list(self.loads_s)}
+                "loads_s": list(self.loads_s), "prune_s": _or_none(self.prune_s),
+                "overhead_s": _or_none(self.overhead_s)}
 
 
 def _or_none(x: float):
@@ -116,6 +128,7 @@ class Comparison:
         f = self.floors
         rows = [{"engine": r.engine, "blocked s": r.stall_s,
                  "durable s": "never" if r.durable_s != r.durable_s else r.durable_s,
+                 "prune s": r.prune_s, "overhead s": r.overhead_s,
                  "load s": r.load_s, "model stall s": r.predicted_stall_s,
                  "resumed exactly": r.resumed_exactly, "flipped byte": r.corruption} for r in self.runs]
         title = (f"{self.size_B / 1e6:.0f} MB of state, median of {self.repeats}; floors: copy "
@@ -245,7 +258,7 @@ def compare(size_B: float = 16e6, engines=ENGINES, repeats: int = 3, directory=N
     with tempfile.TemporaryDirectory(prefix="mlsysim-torch-lab-") as tmp:
         root = store.check_directory(directory or tmp)
         folders = {e: root / e.replace("+", "-").replace(".", "-") for e in engines}
-        for e, d in folders.items():
+        for d in [*folders.values(), *(f.with_name(f.name + "-overhead") for f in folders.values())]:
             if d.exists() and any(d.iterdir()):
                 raise MlsysimError(f"{d} already holds files; give an empty directory (the lab never deletes "
                                    f"checkpoints it did not write)")
@@ -283,6 +296,8 @@ def compare(size_B: float = 16e6, engines=ENGINES, repeats: int = 3, directory=N
                 eng.close()
         saved = copy.deepcopy(state)         # the state every engine saved, before training goes on
         reference = [trainer.step() for _ in range(RESUME_STEPS)]
+        say("overhead: training with and without checkpoints")
+        overhead = _overheads(cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()})
         runs = []
         for e in engines:
             say(f"loading {e}")
@@ -300,7 +315,8 @@ def compare(size_B: float = 16e6, engines=ENGINES, repeats: int = 3, directory=N
                 predicted_stall_s=pred.concurrent_stall_s if asynchronous else pred.sync_stall_s,
                 predicted_durable_s=pred.copy_s + pred.write_s if e != "torch.save" else float("nan"),
                 predicted_load_s=pred.restore_s, stalls_s=tuple(r.stall_s for r in recs),
-                durables_s=tuple(r.durable_s for r in recs), loads_s=tuple(loads)))
+                durables_s=tuple(r.durable_s for r in recs), loads_s=tuple(loads),
+                prune_s=_median_known(r.prune_s for r in recs), overhead_s=overhead[e]))
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
                       snapshot_copy_s=snapshot_s, tensors=tensors)
 
@@ -319,3 +335,43 @@ def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
         best = min(best, time.perf_counter() - t0)
     return best, len(lay.arrays)
 
+
+
+def _median_known(values) -> float:
+    known = [v for v in values if v == v]
+    return statistics.median(known) if known else float("nan")
+
+
+def _timed_training(cfg: TorchConfig, engine=None) -> float:
+    """Seconds to train :data:`OVERHEAD_STEPS` steps from a fresh trainer, checkpointing with ``engine``
+    after every :data:`OVERHEAD_EVERY` steps (none when ``engine`` is None), until the last is durable."""
+    trainer = TorchTrainer(cfg)
+    fence = getattr(engine, "fence", None)
+    t0 = time.perf_counter()
+    for k in range(1, OVERHEAD_STEPS + 1):
+        trainer.step(before_update=fence)
+        if engine is not None and k % OVERHEAD_EVERY == 0 and k < OVERHEAD_STEPS:
+            engine.save(k, trainer.state())
+    if engine is not None:
+        engine.wait()
+    return time.perf_counter() - t0
+
+
+def _overheads(cfg: TorchConfig, engines, folders: dict) -> dict:
+    """Overhead per checkpoint of each engine (see the module's text): one run per engine between two
+    runs without checkpoints, each from the same fresh trainer."""
+    checkpoints = (OVERHEAD_STEPS - 1) // OVERHEAD_EVERY
+    base = [_timed_training(cfg)]
+    runs = {}
+    for e in engines:
+        eng = make(e, folders[e], keep=2)
+        try:
+            if e in ("concurrent", "pipelined"):
+                eng.prepare(store.layout(TorchTrainer(cfg).state(), 0).size_B)
+            runs[e] = _timed_training(cfg, eng)
+        finally:
+            eng.close()
+        os.sync()
+    base.append(_timed_training(cfg))
+    plain = statistics.median(base)
+    return {e: (t - plain) / checkpoints for e, t in runs.items()}

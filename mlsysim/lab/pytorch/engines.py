@@ -105,6 +105,7 @@ class TorchSaveEngine(Engine):
         stall = time.perf_counter() - t0
         self._committed(step, stall)
         self.records.append(SaveRecord(step, path.stat().st_size, stall, 0.0, stall))
+        self._prune(step, self._remove_old)
         return stall
 
     def _committed(self, step: int, after_s: float) -> None:
@@ -114,8 +115,10 @@ class TorchSaveEngine(Engine):
             if self._on_commit is not None:
                 self._on_commit(step)
             self._call("commit", step)
-            for old in _steps(self.directory, _FILE)[:-self.keep]:
-                (self.directory / f"torch-{old:09d}.pt").unlink(missing_ok=True)
+
+    def _remove_old(self) -> None:
+        for old in _steps(self.directory, _FILE)[:-self.keep]:
+            (self.directory / f"torch-{old:09d}.pt").unlink(missing_ok=True)
 
 
 class DcpEngine(Engine):
@@ -164,6 +167,7 @@ class DcpEngine(Engine):
                 try:
                     if f.exception() is None:
                         self._committed(step, t0)
+                        self._prune(step, self._remove_old)
                 finally:
                     announced.set()
 
@@ -174,6 +178,8 @@ class DcpEngine(Engine):
             self._committed(step, t0)
         stall = time.perf_counter() - t0
         self.records.append(SaveRecord(step, _dcp_size(path), stall, waited, float("nan")))
+        if not self.asynchronous:
+            self._prune(step, self._remove_old)
         return stall
 
     def _committed(self, step: int, t0: float) -> None:
@@ -182,13 +188,16 @@ class DcpEngine(Engine):
             if self._on_commit is not None:
                 self._on_commit(step)
             self._call("commit", step)
-            for old in _steps(self.directory, _DIR)[:-self.keep]:
-                shutil.rmtree(self.directory / f"dcp-{old:09d}", ignore_errors=True)
+
+    def _remove_old(self) -> None:
+        for old in _steps(self.directory, _DIR)[:-self.keep]:
+            shutil.rmtree(self.directory / f"dcp-{old:09d}", ignore_errors=True)
 
     def summary(self) -> list[SaveRecord]:
         self.wait()
         return [SaveRecord(r.step, _dcp_size(self.directory / f"dcp-{r.step:09d}") or r.size_B, r.stall_s,
-                           r.wait_s, self._durable.get(r.step, float("nan"))) for r in self.records]
+                           r.wait_s, self._durable.get(r.step, float("nan")), self._pruned.get(r.step, float("nan")))
+                for r in self.records]
 
     def wait(self) -> None:
         if self._future is not None:

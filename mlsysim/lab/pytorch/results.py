@@ -64,7 +64,9 @@ def predicted(size_B: float, copy_Bps: float, write_Bps: float, read_Bps: float 
 
     Rates in bytes per second; ``read_Bps`` defaults to ``write_Bps``; a snapshot must fit in
     ``host_memory_B`` (else :class:`~mlsysim.errors.InfeasibleError`). A single checkpoint (no
-    back-pressure): blocking engines stall d + W, background ones d; durable after d + W.
+    back-pressure): blocking engines stall d + W, background ones d; durable after d + W; the
+    overhead per checkpoint is taken to be the stall (the naive model: nothing beside the save
+    slows training).
 
     >>> d = predicted(1.2e9, copy_Bps=20e9, write_Bps=1.5e9, read_Bps=3e9)
     >>> round(d["copy_floor_s"], 3), round(d["write_floor_s"], 3)
@@ -83,7 +85,8 @@ def predicted(size_B: float, copy_Bps: float, write_Bps: float, read_Bps: float 
     engines = [{"engine": e, "size_B": p.size_B,
                 "stall_s": p.concurrent_stall_s if e in ASYNC else p.sync_stall_s,
                 "durable_s": None if e in NEVER_DURABLE else p.copy_s + p.write_s,
-                "durable": e not in NEVER_DURABLE, "load_s": p.restore_s} for e in ENGINES]
+                "durable": e not in NEVER_DURABLE, "load_s": p.restore_s,
+                "overhead_s": p.concurrent_stall_s if e in ASYNC else p.sync_stall_s} for e in ENGINES]
     return {"schema": "mlsysim.lab.torch-compare/1", "size_B": float(size_B), "floors": floors.to_dict(),
             "copy_floor_s": floors.copy_floor_s, "write_floor_s": floors.write_floor_s, "engines": engines,
             "predicted_by": "mlsysim.checkpoint"}
