@@ -1,4 +1,7 @@
-"""Serving: single calls and a (batch x context x device) decode sweep of one million points."""
+"""Serving: single calls, a (batch x context x device) decode sweep of one million points, and
+simulations of 10,000 requests under load (Llama-3.1-8B in fp8 on one H100, 1,000 tokens in and
+1,000 out: all queued at once, as trtllm-bench runs, about 13.7 requests/s; and Poisson arrivals at
+12 requests/s, 88 % of that)."""
 import numpy as np
 
 import mlsysim as ms
@@ -10,6 +13,7 @@ _batch = np.arange(1, 251, dtype=float)[:, None]          # 250 batches
 _context = np.linspace(0, 32768, 1000)[None, :]            # x 1,000 contexts x 4 devices = 1e6 points
 _pbatch = np.arange(1, 65, dtype=float)[:, None]           # 64 batches
 _prompts = np.arange(8, 8193, 8, dtype=float)[None, :]     # x 1,024 prompts x 4 devices = 262,144 points
+_load = dict(precision="fp8", prompt=1000, output=1000, requests=10_000)
 
 BENCHMARKS = [
     Bench("decode(), one step", lambda: ms.decode(_m, _h, batch=8, context_tokens=1024), "<= 50 µs"),
@@ -34,4 +38,12 @@ BENCHMARKS = [
     Bench("decode() sweep, 250 batches x 1,000 contexts x 4 devices",
           lambda: ms.decode(_m, _devices, batch=_batch, context_tokens=_context),
           ">= 1e6 points/s", points=_batch.size * _context.size * len(_devices), calls=1),
+    Bench("serve(), 10,000 requests all queued (trtllm-bench), 1,000 in / 1,000 out",
+          lambda: ms.serving.serve("llama-3.1-8b", "h100", rate=float("inf"), **_load), "<= 0.5 s", calls=1,
+          repeats=3),
+    Bench("serve(), 10,000 requests, Poisson 12 req/s (near saturation), 1,000 in / 1,000 out",
+          lambda: ms.serving.serve("llama-3.1-8b", "h100", rate=12.0, **_load), "<= 0.5 s", calls=1, repeats=3),
+    Bench("serve(), 10,000 requests, Poisson 12 req/s, vLLM (pages grow, chunked prefill)",
+          lambda: ms.serving.serve("llama-3.1-8b", "h100", rate=12.0, engine="vllm", **_load), "<= 0.5 s",
+          calls=1, repeats=3),
 ]

@@ -26,7 +26,7 @@ _SOLVERS = {
     "serving": ("Generation", "InferenceStep", "PagedKV", "ServingMemory", "ServingPlan", "Speculative",
                 "decode", "expected_accepted_tokens", "generate", "kv_cache_bytes", "length_mix",
                 "max_batch", "max_context", "min_tp", "paged_kv", "prefill", "serving_memory",
-                "serving_plan", "speculative_decode"),
+                "serving_plan", "speculative_decode", "ServingRun", "serve", "IterationModel", "iteration_model"),
     "datapipe": ("DataPipe", "datapipe", "host", "input_tier", "pipeline", "pipelines_table",
                  "storage_table", "stored_bytes_per_token"),
     "quantization": ("Quantized", "accuracy_table", "precision_table", "quant_scheme", "quantized",

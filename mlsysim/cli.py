@@ -3,6 +3,7 @@
     mlsysim zoo hardware                               # what the registries hold, with key specs
     mlsysim roofline llama-3-8b h100 --batch 8         # one pass: compute- or memory-bound?
     mlsysim serve llama-3-70b h100 --tp 4 --batch 16   # TTFT, ITL and throughput of a batch
+    mlsysim serve llama-3.1-8b h100 --precision fp8 --prompt 128 --output 128 --rate 20   # under load
     mlsysim train llama-3-70b dgx-h100 --nodes 64      # fastest layout and its step
     mlsysim checkpoint llama-3-70b dgx-h100 --nodes 64 --strategy async
     mlsysim audit examples/llama3_70b_audit.yaml       # every wall of a training run
@@ -299,19 +300,38 @@ def _run_roofline(args) -> int:
 
 
 def _add_serve(commands) -> None:
-    p = commands.add_parser("serve", help="serve a batch of requests: TTFT, ITL, tokens/s, memory",
-                            description="A batch of requests from prompt to last token on a tensor-"
-                                        "parallel group: time to first token, mean inter-token latency, "
-                                        "end-to-end time, throughput and memory per GPU.")
+    p = commands.add_parser(
+        "serve", help="serve requests: a batch (TTFT, ITL, memory) or a stream under load (percentiles, tokens/s)",
+        description="Two forms. With --batch (or neither --concurrency nor --rate): a batch of requests from "
+                    "prompt to last token on a tensor-parallel group: time to first token, mean inter-token "
+                    "latency, end-to-end time, throughput and memory per GPU. With --concurrency C (a closed "
+                    "loop of C requests in flight) or --rate R (Poisson arrivals, R requests/s; --rate inf "
+                    "queues every request at once, as trtllm-bench does): --requests requests through a "
+                    "continuous-batching engine (mlsysim.serving.serve): TTFT, ITL and end-to-end "
+                    "percentiles, tokens/s, preemptions, batch and KV-cache occupancy over time.")
     p.add_argument("model")
     p.add_argument("hardware")
     p.add_argument("--tp", type=int, default=1, help="GPUs in the tensor-parallel group (default 1)")
-    p.add_argument("--batch", type=float, default=1, help="requests decoding together (default 1)")
-    p.add_argument("--prompt", type=float, default=2048, help="prompt tokens (default 2048)")
-    p.add_argument("--output", type=float, default=256, help="generated tokens (default 256)")
-    p.add_argument("--precision", default="bf16")
+    p.add_argument("--batch", type=float, help="requests decoding together, the batch form (default 1)")
+    p.add_argument("--prompt", type=float, default=2048, help="prompt tokens (default 2048; mean under load)")
+    p.add_argument("--output", type=float, default=256, help="generated tokens (default 256; mean under load)")
+    p.add_argument("--precision", default="bf16", help="weights and activations (default bf16)")
+    p.add_argument("--kv-precision", help="KV cache (default: --precision)")
     p.add_argument("--efficiency", type=float, default=None,
-                   help="fraction of peak FLOP/s for every pass (default: the prefill's GEMMs timed by shape)")
+                   help="batch form: fraction of peak FLOP/s for every pass (default: the prefill's GEMMs timed by "
+                        "shape)")
+    load = p.add_argument_group("under load (give --concurrency or --rate)")
+    load.add_argument("--concurrency", type=int, help="requests in flight, a new one sent as one ends")
+    load.add_argument("--rate", type=float, help="Poisson arrivals per second, or inf: every request queued at 0")
+    load.add_argument("--requests", type=int, help="requests to simulate (default 1000)")
+    load.add_argument("--engine", help="scheduler settings: trtllm (default), vllm or static")
+    load.add_argument("--max-batch", type=int, help="most sequences per iteration (default: the engine's)")
+    load.add_argument("--max-tokens", type=int, help="most tokens per iteration (default: the engine's)")
+    load.add_argument("--chunked-prefill", action=argparse.BooleanOptionalAction,
+                      help="split prompts over iterations (default: the engine's)")
+    load.add_argument("--seed", type=int, help="seed of the arrivals and the drawn lengths (default 0)")
+    load.add_argument("--prompt-std", type=float, help="standard deviation of the prompt lengths (default 0)")
+    load.add_argument("--output-std", type=float, help="standard deviation of the output lengths (default 0)")
     add_json_flag(p)
     p.set_defaults(run=_run_serve)
 
@@ -326,11 +346,71 @@ def _json_serve(g) -> dict:
             "footprint_B": g.footprint_B, "capacity_B": g.capacity_B, "prefill_efficiency": g.prefill_efficiency}
 
 
+def _json_serve_load(r, *, kv_precision: str, chunked_prefill: bool, seed: int) -> dict:
+    """Keys: schema ("mlsysim.serve-load/1"), model, hardware, tp, precision, kv_precision, engine,
+    chunked_prefill, seed, load ("concurrency 8", "rate 2 req/s" or "all queued"), requests, prompt_tokens and
+    output_tokens (means), max_batch and max_tokens (the engine's limits per iteration), kv_capacity_tokens,
+    duration_s (first arrival to last token), ttft_s, itl_s and e2e_s (each {mean, p50, p90, p99}; ITL is
+    (e2e − TTFT)/(output − 1), null where no request has two output tokens), output_tokens_per_s,
+    total_tokens_per_s, requests_per_s, preemptions, iterations, timeline ({t_s, batch, kv_used}: at most
+    400 iterations' end times, the requests running and the fraction of the KV cache in use)."""
+    d = r.to_json()
+    for stats in ("ttft_s", "itl_s", "e2e_s"):
+        d[stats] = {k: (None if v != v else v) for k, v in d[stats].items()}   # NaN is no JSON number
+    return {"schema": "mlsysim.serve-load/1", "model": d.pop("workload"), "hardware": d.pop("hardware"),
+            "tp": d.pop("tp"), "precision": d.pop("precision"), "kv_precision": kv_precision,
+            "engine": d.pop("engine"), "chunked_prefill": chunked_prefill, "seed": seed, **d}
+
+
+# flags of the form under load, with serve()'s defaults: refused in the batch form, which would ignore them
+SERVE_LOAD_ONLY = {"requests": 1000, "engine": "trtllm", "max_batch": None, "max_tokens": None,
+                   "chunked_prefill": None, "seed": 0, "prompt_std": 0.0, "output_std": 0.0}
+
+
+def _serve_refuse(args, names, why: str) -> None:
+    """One line naming every given flag in ``names`` that this form of ``serve`` would ignore."""
+    from .errors import MlsysimError
+    given = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) is not None]
+    if given:
+        raise MlsysimError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply {why}")
+
+
 def _run_serve(args) -> int:
+    if args.concurrency is not None or args.rate is not None:
+        return _run_serve_load(args)
+    _serve_refuse(args, SERVE_LOAD_ONLY, "to a batch (no --concurrency or --rate): they set the stream under load")
     from .serving import generate
-    g = generate(args.model, args.hardware, prompt_tokens=args.prompt, output_tokens=args.output, batch=args.batch,
-                 precision=args.precision, tp=args.tp, efficiency=args.efficiency)
+    g = generate(args.model, args.hardware, prompt_tokens=args.prompt, output_tokens=args.output,
+                 batch=1 if args.batch is None else args.batch, precision=args.precision, tp=args.tp,
+                 kv_precision=args.kv_precision, efficiency=args.efficiency)
     emit(_json_serve(g) if args.json else g, args)
+    return 0
+
+
+def _run_serve_load(args) -> int:
+    from .errors import MlsysimError
+    if args.concurrency is not None and args.rate is not None:
+        raise MlsysimError("give one of --concurrency (a closed loop) and --rate (arrivals per second, or inf), "
+                           "not both")
+    _serve_refuse(args, ("batch", "efficiency"), "under load: the engine forms the batches (--max-batch caps "
+                                                 "them) and times each iteration's GEMMs by shape")
+    for name, default in SERVE_LOAD_ONLY.items():
+        setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
+    if args.seed < 0:
+        raise MlsysimError(f"--seed must be a whole number >= 0, got {args.seed}")
+    from .serving import engine, serve
+    changes = {k: getattr(args, k) for k in ("max_batch", "max_tokens", "chunked_prefill")
+               if getattr(args, k) is not None}
+    eng = engine(args.engine, **changes)
+    r = serve(args.model, args.hardware, prompt=args.prompt, output=args.output, tp=args.tp,
+              precision=args.precision, kv_precision=args.kv_precision, concurrency=args.concurrency,
+              rate=args.rate, requests=args.requests, engine=eng, seed=args.seed, prompt_std=args.prompt_std,
+              output_std=args.output_std)
+    if args.json:
+        emit(_json_serve_load(r, kv_precision=args.kv_precision or args.precision,
+                              chunked_prefill=eng.chunked_prefill, seed=args.seed), args)
+    else:
+        emit(r, args)
     return 0
 
 

@@ -233,3 +233,72 @@ def test_solver_commands_print_tables_and_json():
     assert r.returncode == 0 and "stall per checkpoint" in r.stdout
     d = json.loads(_mlsysim("checkpoint", "llama-3-70b", "dgx-h100", "--nodes", "64", "--json").stdout)
     assert d["size_B"] == ms.checkpoint("llama-3-70b", ms.cluster("dgx-h100", nodes=64), tp=8).size_B
+
+
+# --- serve under load ------------------------------------------------------------------------------
+
+LOAD = ("serve", "llama-3.1-8b", "h100", "--precision", "fp8", "--prompt", "512", "--output", "128")
+
+
+def test_serve_under_load_as_json_is_serve_itself():
+    from mlsysim.serving import serve
+    r = _mlsysim(*LOAD, "--rate", "20", "--requests", "200", "--prompt-std", "50", "--seed", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    run = serve("llama-3.1-8b", "h100", precision="fp8", prompt=512, output=128, rate=20.0, requests=200,
+                   prompt_std=50, seed=3)
+    assert d["schema"] == "mlsysim.serve-load/1" and d["model"] == run.workload and d["load"] == "rate 20 req/s"
+    assert (d["kv_precision"], d["engine"], d["chunked_prefill"], d["seed"]) == ("fp8", "trtllm", False, 3)
+    expected = run.to_json()
+    for key in ("ttft_s", "itl_s", "e2e_s", "output_tokens_per_s", "total_tokens_per_s", "requests_per_s",
+                "preemptions", "max_batch", "max_tokens", "kv_capacity_tokens", "duration_s", "timeline"):
+        assert d[key] == expected[key], key
+    assert set(d["ttft_s"]) == {"mean", "p50", "p90", "p99"}
+    assert len(d["timeline"]["t_s"]) == len(d["timeline"]["batch"]) == len(d["timeline"]["kv_used"]) > 0
+
+
+def test_serve_each_load_form_and_the_engine_flags(capsys):
+    assert cli.main([*LOAD, "--concurrency", "8", "--requests", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "concurrency 8, 32 requests" in out and "TTFT" in out and "preemptions" in out
+    assert cli.main([*LOAD, "--rate", "inf", "--requests", "50", "--engine", "vllm", "--max-batch", "16",
+                     "--max-tokens", "1024", "--no-chunked-prefill", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["load"] == "all queued" and d["engine"] == "vllm" and d["chunked_prefill"] is False
+    assert (d["max_batch"], d["max_tokens"]) == (16, 1024)
+    assert cli.main([*LOAD, "--concurrency", "2", "--requests", "4", "--output", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["itl_s"]["p50"] is None   # no NaN in the JSON
+
+
+def test_serve_batch_form_keeps_its_schema(capsys):
+    assert cli.main(["serve", "llama-3-70b", "h100", "--tp", "4", "--batch", "16", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["schema"] == "mlsysim.serve/1" and set(d) == {
+        "schema", "model", "hardware", "tp", "batch", "prompt_tokens", "output_tokens", "ttft_s", "itl_s", "e2e_s",
+        "tokens_per_s", "footprint_B", "capacity_B", "prefill_efficiency"}
+
+
+@pytest.mark.parametrize("args, status, named", [
+    (("--concurrency", "0"), 2, "concurrency must be"),
+    (("--concurrency", "4", "--requests", "0"), 2, "requests must be"),
+    (("--rate", "0"), 2, "rate must be"),
+    (("--rate", "-5"), 2, "rate must be"),
+    (("--concurrency", "4", "--rate", "2"), 2, "not both"),
+    (("--batch", "8", "--rate", "2"), 2, "--batch does not apply under load"),
+    (("--efficiency", "0.7", "--concurrency", "2"), 2, "--efficiency does not apply"),
+    (("--requests", "100",), 2, "--requests does not apply to a batch"),
+    (("--rate", "2", "--seed", "-1"), 2, "--seed must be"),
+    (("--rate", "2", "--engine", "tensorrt"), 2, "Did you mean: trtllm"),
+    (("--rate", "2", "--prompt", "130000", "--output", "2000"), 3, "context window of 131,072"),
+])
+def test_serve_under_load_bad_input_is_one_line(capsys, args, status, named):
+    assert cli.main([*LOAD, *args]) == status
+    err = capsys.readouterr().err
+    assert named in err and err.count("\n") == 1 and err.startswith("mlsysim serve: ")
+
+
+def test_serve_under_load_a_model_that_does_not_fit_exits_3(capsys):
+    assert cli.main(["serve", "llama-3.3-70b", "h100", "--rate", "1", "--requests", "4", "--json"]) == 3
+    captured = capsys.readouterr()
+    assert captured.err.startswith("mlsysim serve: infeasible: ") and "141 GB" in captured.err
+    assert json.loads(captured.out)["feasible"] is False

@@ -29,18 +29,19 @@ ITL of a request is (e2e − TTFT)/(output − 1), as genai-perf and trtllm-benc
 **Speed.** A stretch of decode-only iterations in which nothing can be admitted and nothing
 finishes has a fixed batch and a context that grows by one token per sequence per iteration, so
 its time is summed in closed form: the simulation advances event by event, not token by token
-(benchmarks/bench_serving.py: 10,000 requests in a fraction of a second). A discrete-event
+(benchmarks/bench_serving.py times 10,000 requests: about half a second on one core). A discrete-event
 simulator driven by profiled operators (Vidur, Agrawal et al. 2024) times every iteration from
 measured kernels of the target GPU; this one needs no GPU and no profile, at the price of
 analytical kernel times.
 
 Worked number (tested): Llama-3.1-8B in fp8 on one H100 SXM behind ``trtllm-bench``, 128
-tokens in and 128 out, 3,000 requests queued at once: about 27,900 output tokens/s
-(TensorRT-LLM's performance page measured 28,312 with 30,000 requests).
+tokens in and 128 out, 30,000 requests queued at once: about 28,500 output tokens/s
+(TensorRT-LLM's performance page measured 28,312 with the same requests).
 """
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -181,7 +182,12 @@ def _plan(m, hw, eng: Engine, tp, precision, kv_precision, isl, osl) -> _Plan:
     graph = [g for g in eng.graph_sizes if g >= min(batch, max(eng.graph_sizes or (0,)))]
     table = max(tokens, min(graph) if graph else 0)
     it = iteration_model(m, hw, tp=tp, precision=precision, kv_precision=kp, max_tokens=table)
-    pages = int(_capacity(m, hw, it, eng, tp, tokens) / (kv_token * eng.page_tokens))
+    kv_B = _capacity(m, hw, it, eng, tp, tokens)
+    if kv_B <= 0:
+        raise InfeasibleError(f"{m.name} on {tp} x {hw.name}: {fmt(it.weights_B, 'B')} of weights per GPU and the "
+                              f"activations of a {tokens:,}-token iteration leave no room for a KV cache in "
+                              f"{fmt(hw.memory_B, 'B')}: use a larger tp, a smaller precision or fewer max_tokens")
+    pages = int(kv_B / (kv_token * eng.page_tokens))
     need = int(math.ceil((isl + (osl if eng.reserve_whole else 1)).max() / eng.page_tokens))
     if pages < need:
         raise InfeasibleError(f"{m.name} on {tp} x {hw.name}: the KV cache holds {pages * eng.page_tokens:,} "
@@ -211,18 +217,23 @@ class _Sim:
         self.closed = closed is not None
         self.t, self.used, self.iterations, self.preemptions = 0.0, 0, 0, 0
         self.trace = ([], [], [])
+        sizes = tuple(eng.graph_sizes)
+        self.graphs = sizes if sizes == tuple(sorted(sizes)) else None   # ascending: found by bisection
 
     # -- admission and the iteration's tokens --
     def _pages_for(self, i) -> int:
         tokens = self.isl[i] + self.osl[i] if self.e.reserve_whole else self.target[i] + 1
         return -(-int(tokens) // self.e.page_tokens)
 
-    def _compose(self, decoding):
-        """[(id, chunk)] of the next iteration beside the ``decoding`` ids; admits from the queue."""
+    def _compose(self, decoding, prefilling=None):
+        """[(id, chunk)] of the next iteration beside the ``decoding`` ids; admits from the queue.
+        ``prefilling``: the running ids with prompt tokens left, when the caller has them."""
         run, e, p = self.run, self.e, self.p
         budget = p.max_tokens - len(decoding)
         chunks = []
-        for i in run[self.done[run] < self.target[run]]:
+        if prefilling is None:
+            prefilling = run[self.done[run] < self.target[run]]
+        for i in prefilling:
             left = int(self.target[i] - self.done[i])
             c = min(left, budget) if e.chunked_prefill else (left if left <= budget else 0)
             if c > 0:
@@ -257,7 +268,8 @@ class _Sim:
             return decoding
         want = -(-(self.kv[decoding] + 1) // self.e.page_tokens)
         extra = np.maximum(want - self.pages[decoding], 0)
-        while self.used + int(extra.sum()) > self.p.pages and len(self.run) > 1:
+        grow = int(extra.sum())
+        while self.used + grow > self.p.pages and len(self.run) > 1:
             victim = int(self.run[-1])
             self.run = self.run[:-1]
             self.used -= int(self.pages[victim])
@@ -268,20 +280,26 @@ class _Sim:
             self.preemptions += 1
             keep = decoding != victim
             decoding, want, extra = decoding[keep], want[keep], extra[keep]
+            grow = int(extra.sum())
         self.pages[decoding] += extra
-        self.used += int(extra.sum())
+        self.used += grow
         return decoding
 
     # -- one iteration, or a stretch of identical decode-only ones --
     def _graph_rows(self, n: int):
+        if self.graphs is not None:
+            j = bisect_left(self.graphs, n)
+            return (self.graphs[j], True) if j < len(self.graphs) else (n, False)
         sizes = [g for g in self.e.graph_sizes if g >= n]
         return (sizes[0], True) if sizes else (n, False)
 
     def step(self):
         """Run the next iteration (or a closed-form stretch of decode-only iterations)."""
         run = self.run
-        decoding = self._grow_pages(run[self.done[run] >= self.target[run]])
-        chunks = self._compose(decoding)
+        prefilled = self.done[run] >= self.target[run]
+        decoding = self._grow_pages(run[prefilled])
+        # the prefilling ids, unless a preemption changed the running set
+        chunks = self._compose(decoding, run[~prefilled] if self.run is run else None)
         if not chunks and len(decoding) == 0:
             self._idle()
             return
@@ -294,7 +312,7 @@ class _Sim:
         finishing = [i for i, c in chunks if self.done[i] + c >= self.target[i]]
         rows, graph = self._graph_rows(tokens) if not chunks else (tokens, False)
         blocks = sum(prompt_blocks(c, int(self.done[i])) for i, c in chunks)
-        dt = float(it.time(rows, n_dec, float((self.kv[decoding] + 1).sum()), blocks,
+        dt = float(it.time(rows, n_dec, float(self.kv[decoding].sum() + n_dec), blocks,
                            min(n_dec + len(finishing), rows), graph))
         self.t += dt
         self._record(len(self.run))
@@ -328,7 +346,7 @@ class _Sim:
             room = page * self.pages[decoding] - self.kv[decoding] - 1
             k = min(k, page * (free // n) if free >= n else max(1, int(room.min()) + 1))
         rows, graph = self._graph_rows(n)
-        c0 = float((self.kv[decoding] + 1).sum())
+        c0 = float(self.kv[decoding].sum() + n)
         it = self.p.it
         a = float(it.time(rows, n, c0, 0.0, min(n, rows), graph))
         b = it.decode_attn_s_per_token * n
@@ -356,13 +374,14 @@ class _Sim:
 
     def _retire(self):
         run = self.run
-        ended = run[self.gen[run] >= self.osl[run]]
-        if len(ended) == 0:
+        going = self.gen[run] < self.osl[run]
+        if going.all():
             return
+        ended = run[~going]
         self.finish[ended] = self.t
         self.used -= int(self.pages[ended].sum())
         self.pages[ended] = 0
-        self.run = run[self.gen[run] < self.osl[run]]
+        self.run = run[going]
         if self.closed:
             for _ in range(len(ended)):
                 if self.issued < len(self.isl):
@@ -398,9 +417,9 @@ def serve(model, hardware, *, prompt, output, tp: int = 1, precision: str = "bf1
     ``rate`` (see the module docstring). Deterministic for a seed.
 
     >>> r = serve("llama-3.1-8b", "h100-sxm", precision="fp8", prompt=128, output=128, rate=float("inf"),
-    ...           requests=3000)
+    ...           requests=30000)
     >>> round(r.output_tokens_per_s, -2)
-    27900.0
+    28500.0
     """
     m = _transformer(model)
     hw = _hardware(hardware)

@@ -305,18 +305,7 @@ def compare(size_B: float = 16e6, engines=ENGINES, repeats: int = 3, directory=N
             back = TorchTrainer.from_state(loaded.state)
             resumed = [back.step() for _ in range(RESUME_STEPS)] == reference
             corruption, noticed = _corrupt(e, folders[e], cfg, saved)
-            recs = records[e]
-            asynchronous = e in ASYNC
-            runs.append(EngineRun(
-                engine=e, size_B=recs[-1].size_B, stall_s=statistics.median(r.stall_s for r in recs),
-                durable_s=statistics.median(r.durable_s for r in recs) if e != "torch.save" else float("nan"),
-                load_s=statistics.median(loads), resumed_exactly=resumed, corruption=corruption,
-                corruption_noticed=noticed,
-                predicted_stall_s=pred.concurrent_stall_s if asynchronous else pred.sync_stall_s,
-                predicted_durable_s=pred.copy_s + pred.write_s if e != "torch.save" else float("nan"),
-                predicted_load_s=pred.restore_s, stalls_s=tuple(r.stall_s for r in recs),
-                durables_s=tuple(r.durable_s for r in recs), loads_s=tuple(loads),
-                prune_s=_median_known(r.prune_s for r in recs), overhead_s=overhead[e]))
+            runs.append(_engine_run(e, records[e], loads, resumed, corruption, noticed, pred, overhead[e]))
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
                       snapshot_copy_s=snapshot_s, tensors=tensors)
 
@@ -375,3 +364,16 @@ def _overheads(cfg: TorchConfig, engines, folders: dict) -> dict:
     base.append(_timed_training(cfg))
     plain = statistics.median(base)
     return {e: (t - plain) / checkpoints for e, t in runs.items()}
+
+
+def _engine_run(e: str, recs, loads, resumed: bool, corruption: str, noticed: bool, pred, overhead_s: float):
+    """One engine's :class:`EngineRun`: medians of its timed rounds beside the model's prediction."""
+    never = e == "torch.save"
+    return EngineRun(
+        engine=e, size_B=recs[-1].size_B, stall_s=statistics.median(r.stall_s for r in recs),
+        durable_s=float("nan") if never else statistics.median(r.durable_s for r in recs),
+        load_s=statistics.median(loads), resumed_exactly=resumed, corruption=corruption, corruption_noticed=noticed,
+        predicted_stall_s=pred.concurrent_stall_s if e in ASYNC else pred.sync_stall_s,
+        predicted_durable_s=float("nan") if never else pred.copy_s + pred.write_s, predicted_load_s=pred.restore_s,
+        stalls_s=tuple(r.stall_s for r in recs), durables_s=tuple(r.durable_s for r in recs), loads_s=tuple(loads),
+        prune_s=_median_known(r.prune_s for r in recs), overhead_s=overhead_s)
