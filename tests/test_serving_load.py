@@ -106,8 +106,10 @@ def test_littles_law_from_the_timeline():
     W: mean end-to-end time. Over a window from the first arrival to the last finish, the
     time-average number of requests *in the system* is exactly X·W; the batch leaves out only the
     time requests wait in the queue for the running iteration to end (a few ms of a ~1 s stay).
+    Without the overlap scheduler, whose finished requests stay in the batch one step after their
+    last token (they are out of the system but still in the batch).
     """
-    r = _serve(prompt=512, output=256, rate=20, requests=120, seed=1)
+    r = _serve(prompt=512, output=256, rate=20, requests=120, seed=1, overlap=False)
     t, batch = np.asarray(r.timeline["t_s"]), np.asarray(r.timeline["batch"])
     assert len(t) < 400, "the timeline was thinned: its points no longer tile the run"
     start = t[-1] - r.duration_s
@@ -217,3 +219,14 @@ def test_a_run_that_cannot_end_is_stopped(monkeypatch):
     monkeypatch.setattr(simulate, "MAX_ITERATIONS", 10)
     with pytest.raises(MlsysimError, match="iterations"):
         _serve(prompt=128, output=128, rate=1, requests=50)
+
+
+def test_the_overlap_scheduler_costs_a_returning_request_one_step():
+    """TensorRT-LLM's overlap scheduler plans iteration n + 1 while n runs: at concurrency 1 the request
+    sent when the previous one ends waits for the step already planned (the finished request's extra
+    decoding step, one ITL) before its prefill; the first request, sent to an idle engine, does not."""
+    kw = dict(model="llama-3.3-70b", tp=2, prompt=5000, output=500, concurrency=1, requests=5)
+    on, off = _serve(**kw), _serve(overlap=False, **kw)
+    extra = on.ttft_s["p50"] - off.ttft_s["p50"]
+    assert extra == pytest.approx(on.itl_s["mean"], rel=1e-3)   # the step at the full context: a hair longer
+    assert on.itl_s["mean"] == pytest.approx(off.itl_s["mean"], rel=1e-9)

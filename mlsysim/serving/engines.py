@@ -14,7 +14,11 @@ scheduler preempts the newest when the pages run out).
   0.95 of the free memory (the performance page's ``kv_cache_free_gpu_mem_fraction``),
   32-token pages, the capacity scheduler's default ``GUARANTEED_NO_EVICT`` (a request is
   admitted only if its prompt and all its output fit), CUDA graphs for decode-only
-  iterations padded to the captured batch sizes 1, 2, 4, …, 8,192.
+  iterations padded to the captured batch sizes 1, 2, 4, …, 8,192, and the overlap scheduler
+  (on by default: the host schedules iteration n + 1 and launches it before it has processed
+  iteration n's tokens — TensorRT-LLM docs, "Overlap Scheduler", 2025). Its price, which the
+  simulation charges: a request that arrives, or a slot that frees, during iteration n can
+  only be used from iteration n + 2, and a finished request runs one extra decoding step.
 * ``vllm`` — vLLM's V1 engine as an OpenAI server on a GPU of at least 70 GiB other than an
   A100 (``vllm/engine/arg_utils.py`` ``get_batch_defaults``, 2025): 8,192 tokens and 1,024
   sequences per iteration (2,048 and 256 on smaller GPUs and A100s), chunked prefill always on,
@@ -48,11 +52,12 @@ class Engine:
     reserve_whole: bool         # True: prompt + all output reserved at admission (no preemption)
     graph_sizes: tuple          # decode-only batch sizes replayed from CUDA graphs (padded up)
     static: bool = False
+    overlap: bool = False       # the host prepares iteration n + 1 while the GPU runs n
     source: str = ""
 
 
 ENGINES = {
-    "trtllm": Engine("trtllm", None, None, False, 0.95, 32, True, GRAPH_SIZES_TRTLLM,
+    "trtllm": Engine("trtllm", None, None, False, 0.95, 32, True, GRAPH_SIZES_TRTLLM, overlap=True,
                      source="TensorRT-LLM trtllm-bench (PyTorch backend) and docs/source/performance/"
                             "perf-overview.md, 2025"),
     "vllm": Engine("vllm", 1024, 8192, True, 0.90, 16, False, GRAPH_SIZES_VLLM,
