@@ -41,6 +41,7 @@ tokens in and 128 out, 30,000 requests queued at once: about 28,400 output token
 from __future__ import annotations
 
 import math
+import numbers
 from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
@@ -138,7 +139,7 @@ def _load(concurrency, rate, requests):
     if concurrency is not None:
         check_count("concurrency", concurrency)
         return f"concurrency {concurrency}"
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or math.isnan(rate) or rate <= 0:
+    if isinstance(rate, (bool, np.bool_)) or not isinstance(rate, numbers.Real) or math.isnan(rate) or rate <= 0:
         raise MlsysimError(f"rate must be a positive number of requests per second (or inf), got {rate!r}")
     return "all queued" if math.isinf(rate) else f"rate {rate:g} req/s"
 

@@ -12,6 +12,8 @@ from ``mlsysim.widgets`` (which lists them in ``__all__``, the order of this pag
 
 * ``mlsysim.widgets.one_device`` — one device (notebooks 00–05): roofline, generations,
   prefill and decode, KV cache, input pipeline, quantization.
+* ``mlsysim.widgets.serving`` — serving under load (03): a stream of requests through a
+  continuous-batching engine.
 * ``mlsysim.widgets.many_devices`` — many devices (06): parallel layouts, scaling, checkpointing.
 * ``mlsysim.widgets.operations`` — operations (07, 08): regions, reasoning depth.
 * ``mlsysim.widgets.analysis`` — analysis (09, 10) and the audit (11).
@@ -20,6 +22,7 @@ from ``mlsysim.widgets`` (which lists them in ``__all__``, the order of this pag
 from ._common import Explorer
 from .one_device import (datapipe_explorer, generations_explorer, kv_explorer, quantization_explorer,
                          roofline_explorer, serving_explorer)
+from .serving import serving_load_explorer
 from .many_devices import CHECKPOINT_LAYOUTS, checkpoint_explorer, parallel_explorer, scaling_explorer
 from .operations import GEOGRAPHY_REGIONS, REASONING_DEVICES, geography_explorer, reasoning_explorer
 from .analysis import audit_explorer, sensitivity_explorer, wafer_explorer
@@ -29,6 +32,7 @@ __all__ = [
     "Explorer",
     "roofline_explorer", "generations_explorer", "serving_explorer", "kv_explorer", "datapipe_explorer",
     "quantization_explorer",
+    "serving_load_explorer",
     "parallel_explorer", "scaling_explorer", "CHECKPOINT_LAYOUTS", "checkpoint_explorer",
     "GEOGRAPHY_REGIONS", "geography_explorer", "REASONING_DEVICES", "reasoning_explorer",
     "sensitivity_explorer", "wafer_explorer", "audit_explorer",
