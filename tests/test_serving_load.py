@@ -230,3 +230,15 @@ def test_the_overlap_scheduler_costs_a_returning_request_one_step():
     extra = on.ttft_s["p50"] - off.ttft_s["p50"]
     assert extra == pytest.approx(on.itl_s["mean"], rel=1e-3)   # the step at the full context: a hair longer
     assert on.itl_s["mean"] == pytest.approx(off.itl_s["mean"], rel=1e-9)
+
+
+def test_nim_concurrency_5_note_states_what_the_simulation_gives():
+    from mlsysim.validation import serving as v
+    note = {c.id: c for c in v.CASES}["nim/llama-3.3-70b/c5/ttft"].note
+    kw = dict(model="llama-3.3-70b", tp=2, prompt=5000, output=500, concurrency=5, overlap=False)
+    means = {k: _serve(requests=5 * k, **kw).ttft_s for k in (10, 5, 2)}
+    assert (f"With 10 requests per user the simulated mean is {means[10]['mean']:.2f} s; with 5, "
+            f"{means[5]['mean']:.2f} s; with 2, {means[2]['mean']:.2f} s") in note
+    first = _serve(requests=5, **kw)
+    assert f"0.38 to 1.9 s" in note and round(means[10]["p50"], 2) == 0.38
+    assert round(first.ttft_s["mean"] * 2 - means[10]["p50"], 1) == 1.9   # mean of 1..5 prefills = 3, last = 5

@@ -212,11 +212,12 @@ CASES += [
 _NIM_NOTE = ("A closed loop: each finished request is replaced at once. At concurrency 5 a new 5,000-token "
              "prompt runs whole in an iteration beside the others' decoding, which lengthens their ITL.")
 _NIM_C5_TTFT = dict(kind="bound", direction="lower", tolerance=0.20,
-                    note="16 % under NIM's measurement. The simulated closed loop settles into a schedule in "
-                         "which each replacement prompt finds the GPU decoding and runs at once (median TTFT = "
-                         "one prefill); the measured mean is 140 ms above concurrency 1's, more than the "
-                         "queueing behind another prompt that the simulation sees. Read as a lower bound until "
-                         "the front end's time per request (tokenising 5,000 tokens, scheduling) is modelled.")
+                    note="16 % under NIM's measurement, read as a lower bound. At concurrency 5 the mean TTFT "
+                         "depends on how many requests the run holds, which NIM's table does not give: the five "
+                         "first prompts arrive together and wait for each other (one to five prefills, 0.38 to "
+                         "1.9 s), after which each replacement finds the GPU decoding and waits for nothing. "
+                         "With 10 requests per user the simulated mean is 0.46 s; with 5, 0.53 s; with 2, "
+                         "0.76 s.")
 
 CASES += [
     Case(id=f"nim/llama-3.3-70b/c{c}/{metric}", area="serving",
