@@ -42,6 +42,8 @@ SOLVERS = {
     "speculative_decode": (dict(model="llama-2-70b", hardware="h100", draft="llama-2-7b", tp=4),
                            {"k": 0, "context_tokens": 0, "batch": 1, "tp": 1}),
     "serving_plan": (LLM, {"prompt_tokens": 1, "output_tokens": 1, "tp": 1, "max_batch_tried": 1}),
+    "iteration_model": (LLM, {"tp": 1, "max_tokens": 1}),
+    "serve": (dict(LLM, prompt=16, output=4, rate=float("inf"), requests=2), {"tp": 1}),
     "datapipe": (dict(workload="resnet-50", hardware="a100-80gb"),
                  {"batch": 1, "workers": 1, "cores": 1, "readers": 1, "seq_len": 1}),
     "quantized": (dict(workload="llama-3-8b", hardware="h100", scheme="w8a8"),

@@ -52,6 +52,7 @@ import numpy as np
 from ..kernels import THIN_ROWS, layer_gemms, tile_time
 from ..units import bytes_per
 from ..collectives import allreduce_time
+from ..errors import check_count
 from .step import ATTENTION_BLOCK, _causal_blocks, _setup
 
 PREFILL_ATTENTION_EFFICIENCY = {"fp8": 0.33, "16-bit": 0.54}
@@ -179,6 +180,7 @@ def iteration_model(model, hardware, tp: int = 1, precision: str = "bf16", kv_pr
     >>> round(float(it.time(256, 256, 256 * 1024, 0, 256, graph=True)) * 1e3, 1)
     12.8
     """
+    check_count("max_tokens", max_tokens)
     s = _setup(model, hardware, precision, tp, None, kv_precision)
     if not s.one:
         raise ValueError("iteration_model takes one hardware name")

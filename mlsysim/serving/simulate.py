@@ -125,8 +125,8 @@ def _lengths(name, mean, std, n, rng, limit):
             raise MlsysimError(f"{name} lengths must be whole numbers of tokens")
         return x.astype(np.int64)
     check_count(name, mean)
-    if std < 0:
-        raise MlsysimError(f"{name}_std must be >= 0, got {std!r}")
+    if isinstance(std, (bool, np.bool_)) or not isinstance(std, numbers.Real) or not math.isfinite(std) or std < 0:
+        raise MlsysimError(f"{name}_std must be a number >= 0 (a spread of lengths in tokens), got {std!r}")
     if std == 0:
         return np.full(n, int(mean), dtype=np.int64)
     return np.clip(np.rint(rng.normal(mean, std, n)), 1, limit).astype(np.int64)
@@ -448,6 +448,7 @@ def serve(model, hardware, *, prompt, output, tp: int = 1, precision: str = "bf1
     check_count("tp", tp)
     load = _load(concurrency, rate, requests)
     eng = _engine(engine, **engine_changes)
+    check_count("seed", seed, minimum=0)
     rng = np.random.default_rng(seed)
     isl = _lengths("prompt", prompt, prompt_std, requests, rng, m.max_context)
     osl = _lengths("output", output, output_std, requests, rng, m.max_context)
