@@ -39,7 +39,7 @@ _SOLVERS = {
     "parallel": ("ParallelSearch", "TrainStep", "best_parallelism", "mfu",
                  "time_to_train_s", "train_step", "training_flops"),
     "reliability": ("cluster_mtbf_h", "daly_interval_s", "ettr", "expected_failures", "lost_work_s",
-                    "node_failure_rate_per_h", "p_any_failure", "young_interval_s"),
+                    "node_failure_rate_per_h", "p_any_failure", "young_interval_s", "Downtime", "downtime"),
     "checkpoint": ("Checkpoint", "checkpoint", "checkpoint_bytes", "storage_tier", "storage_tiers"),
     "goodput": ("goodput",),
     "sustainability": ("Footprint", "carbon_kg", "embodied_kg", "energy_kwh", "footprint", "it_power_W"),

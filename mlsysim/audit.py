@@ -78,8 +78,8 @@ DEFAULT_BATCH_TOKENS = 2 ** 22
 #: Version of the dictionary :meth:`Audit.to_dict` returns (and ``mlsysim audit --json`` prints).
 SCHEMA = "mlsysim.audit/1"
 
-#: Goodput a more elaborate checkpoint strategy (async over sync, in-memory over async) must
-#: add before the audit picks it: 0.1 percentage point.
+#: Goodput a more elaborate checkpoint strategy (async over sync, pipelined over async, in-memory
+#: over pipelined) must add before the audit picks it: 0.1 percentage point.
 STRATEGY_MARGIN = 1e-3
 
 DOMAINS = ("compute", "memory", "network", "bubble", "input", "storage", "reliability", "power-carbon", "cost")
@@ -470,7 +470,8 @@ def _checkpoint_plan(m, c: Cluster, step, step_wall, strategy, optimizer, interv
     """The chosen checkpoint plan and its goodput, and each strategy's goodput or why it cannot run."""
     ck_kw = dict(optimizer=optimizer, interval_s=interval_s, tp=int(step.tp), pp=int(step.pp),
                  zero_stage=int(step.zero_stage), precision=precision, storage=storage, restart_s=restart_s,
-                 node_failures_per_day=node_failures_per_day)
+                 node_failures_per_day=node_failures_per_day,
+                 step_s=step_wall - float(step.optimizer_s))   # what a pipelined snapshot copy overlaps
     plans, strategies = {}, {}
     for name in ([strategy] if strategy else STRATEGIES):
         try:
@@ -536,7 +537,8 @@ def audit(model, cluster, tokens="chinchilla", grid="virginia", *, global_batch=
     precision, efficiency, optimizer : as in :func:`~mlsysim.parallel.train_step`.
     tp, pp, zero_stage, recompute, interleave, micro_batch : constrain the layout search (one
         value or a sequence of candidates; None lets the search choose).
-    strategy : checkpoint strategy ("sync", "async", "in-memory"); None picks the simplest
+    strategy : checkpoint strategy ("sync", "async", "pipelined", "in-memory"; a pipelined snapshot
+        overlaps the step's forward and backward time, its wall time less the optimizer's); None picks the simplest
         feasible one within :data:`STRATEGY_MARGIN` of the highest goodput. storage, interval_s, restart_s : as in
         :func:`~mlsysim.checkpoint.checkpoint` (default interval: Daly's optimum).
     pipeline, data_storage, workers : the input pipeline (:func:`~mlsysim.datapipe.datapipe`),

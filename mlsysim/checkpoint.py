@@ -29,6 +29,18 @@ client link).
   (CheckFreq, Mohan et al., FAST'21; Megatron/PyTorch async save); the persist
   overlaps training. The node must hold its shards in host memory, and the
   next snapshot cannot start before the persist ends (interval + stall ≥ write).
+* ``"pipelined"`` — as async, but the snapshot copy overlaps the next forward and
+  backward pass (CheckFreq, Mohan et al., FAST'21): the weights and optimizer states do not
+  change until the next optimizer step, so training waits, before that step, only for what is
+  not yet copied: stall = max(0, d2h − t_fb), with t_fb (``step_s``) the seconds of forward and
+  backward per step. The copy runs on the GPU's copy engine over the host link while the SMs
+  compute; the model assumes it slows neither (64 GB/s of PCIe beside 3.35 TB/s of HBM on an
+  H100; on a DGX the NICs share the PCIe switches, which the model does not count). The
+  persist follows as for async; the checkpoint is durable d2h + storage after the snapshot
+  begins, so the next snapshot waits for that (interval + stall ≥ write). With no stall left,
+  Daly's optimum is 0 and the default interval is the shortest the persist allows: the model
+  charges a checkpoint nothing else (not the storage bandwidth other jobs lose, not the PCIe it
+  shares), so read that interval as a bound.
 * ``"in-memory"`` — as async, plus copies to ``replicas − 1`` peer nodes' host
   memory over the scale-out NICs, with a durable persist every few checkpoints
   (Gemini, Wang et al., SOSP'23). Recovery reads from a peer's memory unless
@@ -45,7 +57,8 @@ the persist lag for async. Goodput is Daly's exact model (see
 Worked number (tested): Llama-3-70B, AdamW, bf16 on 1,024 H100s (TP 8, PP 4,
 DP 32, ZeRO-1) writing to Lustre at 682.5 GB/s: 988 GB in all, 5.24 GB from the
 busiest rank; a sync save stalls 1.53 s (988 GB / 682.5 GB/s + the 82 ms PCIe
-copy), an async one 82 ms.
+copy), an async one 82 ms, a pipelined one 0 s behind a forward and backward pass of
+a second, and 32 ms behind one of 50 ms, shorter than the copy.
 """
 from __future__ import annotations
 
@@ -64,7 +77,7 @@ from .registry import cluster as _cluster, model as _model
 from .reliability import RESTART_S, cluster_mtbf_h, daly_interval_s, ettr, young_interval_s, _nodes, _num
 from .units import GB, Gbps, KB, fmt, hour
 
-STRATEGIES = ("sync", "async", "in-memory")
+STRATEGIES = ("sync", "async", "pipelined", "in-memory")
 
 # Scheduler, random-generator and data-loader state per rank: a PyTorch CPU generator is
 # 5,056 B, NumPy's and Python's Mersenne twisters about 2.5 KB each, a CUDA generator a
@@ -207,6 +220,7 @@ class Checkpoint(Record):
     goodput: object               # effective training time ratio at interval_s
     feasible: object
     reason: str = ""
+    step_s: object = None         # pipelined: forward and backward seconds per step the copy overlaps
 
     @property
     def recovery_s(self):
@@ -249,6 +263,9 @@ class Checkpoint(Record):
                 ("parallelism", f"TP {self.tp} x PP {self.pp} x DP {self.dp:g}, ZeRO-{self.zero_stage}"),
                 ("checkpoint size", fmt(self.size_B, "B")), ("busiest rank writes", fmt(self.rank_B, "B")),
                 ("stall per checkpoint", fmt(self.stall_s, "s")), ("durable after", fmt(self.write_s, "s"))]
+        if self.strategy == "pipelined":
+            rows[-2:-1] = [("snapshot copy", fmt(self.d2h_s, "s")), ("overlapped by", fmt(self.step_s, "s")),
+                           rows[-2]]
         if self.strategy == "in-memory":
             rows.append(("peer copies after", fmt(self.memory_copy_s, "s")))
         return rows + [("restore", fmt(self.restore_s, "s")), ("cluster MTBF", fmt(self.mtbf_s, "s")),
@@ -263,10 +280,15 @@ _NAN_FIELDS = ("stall_s", "write_s", "memory_copy_s", "restore_s", "lag_s", "goo
 
 
 def _check_inputs(strategy, storage, zero_stage, replicas, host_fraction, restart_s, storage_Bps, read_Bps,
-                  persist_every) -> StorageTier:
+                  persist_every, step_s) -> StorageTier:
     """Validate the scalar settings of :func:`checkpoint`; the durable storage tier."""
     if strategy not in STRATEGIES:
         raise UnknownNameError("checkpoint strategy", strategy, STRATEGIES)
+    if step_s is not None:
+        check_positive("step_s", step_s)
+    elif strategy == "pipelined":
+        raise MlsysimError("strategy 'pipelined' needs step_s: the seconds of forward and backward pass per "
+                           "training step, which the snapshot copy overlaps")
     tier = storage_tier(storage)
     if not tier.durable:
         raise InfeasibleError(f"storage {tier.name!r} is not durable: a checkpoint there is lost with its node; "
@@ -317,7 +339,7 @@ def _sizes(m, c, optimizer, precision, master_weights, zero_stage, tp, pp, dp, n
     return w, ms_, o, n_nodes, gpus, mp, dp_, replicated, extras, size, rank_B, node_B
 
 
-def _write_plan(strategy, tier, c, size, node_B, rank_B, host, storage_Bps, replicas):
+def _write_plan(strategy, tier, c, size, node_B, rank_B, host, storage_Bps, replicas, step_s):
     """Write path: GPU -> host copy, storage write, stall, persist, lag, host buffers, peer copy, shortest interval."""
     d2h = rank_B / host
     storage_s = tier.write_s(size, node_B, storage_Bps)
@@ -326,7 +348,10 @@ def _write_plan(strategy, tier, c, size, node_B, rank_B, host, storage_Bps, repl
         copy_s, min_tau = math.nan, 0.0
     else:
         stall, write = d2h, d2h + storage_s
-        if strategy == "async":
+        if strategy == "pipelined":   # the copy overlaps the next forward and backward pass
+            stall = _maximum(0.0, d2h - _num(step_s))
+            lag_ok, buffers, copy_s, min_tau = write - stall, 1.0, math.nan, write - stall
+        elif strategy == "async":
             lag_ok, buffers, copy_s, min_tau = storage_s, 1.0, math.nan, storage_s
         else:
             peer = (replicas - 1) * node_B / (c.scaleout_Bps_per_accelerator * c.node.accelerators)
@@ -341,6 +366,21 @@ def _storage_restore_s(tier, c, size, node_B, rank_B, replicated, mp, dp_, host,
     bcast = broadcast_time(replicated / mp, ranks, c.scaleout_Bps_per_accelerator, c.fabric.latency_s) \
         if replicated else 0.0
     return read + rank_B / host + bcast
+
+
+def _intervals(stall, mtbf, min_tau, interval_s):
+    """Young's and Daly's optimum for the stall (0 where nothing stalls: checkpoint as often as the
+    persist allows), and the interval: the one given, or Daly's unless the persist needs longer."""
+    if type(stall) is float and type(mtbf) is float:
+        young, daly = (young_interval_s(stall, mtbf), daly_interval_s(stall, mtbf)) if stall > 0 else (0.0, 0.0)
+    else:
+        stalls = np.asarray(stall, dtype=float)
+        some = np.where(stalls > 0, stalls, 1.0)    # a positive stand-in where the stall is 0 (or NaN)
+        young = np.where(stalls > 0, young_interval_s(some, mtbf), np.where(stalls == 0, 0.0, np.nan))
+        daly = np.where(stalls > 0, daly_interval_s(some, mtbf), np.where(stalls == 0, 0.0, np.nan))
+    tau = _maximum(daly, min_tau) if interval_s is None else _num(interval_s)
+    check_positive("interval_s", tau)
+    return young, daly, tau
 
 
 def _recovery(strategy, c, mtbf, n_nodes, node_B, rank_B, host, write, period, persist_every, restart_s, replicas,
@@ -371,6 +411,9 @@ def _layout_checks(fractional, scalar, tp, pp, dp_, mp, gpus) -> list:
     ]
 
 
+_WAIT = {"async": "persist", "pipelined": "copy and persist", "in-memory": "peer copy"}   # what min_tau waits for
+
+
 def _timing_checks(strategy, c, host_need, host_fraction, tau, min_tau, persist_every, k, period, write) -> list:
     """(mask, message) pairs: host memory for the buffers, the interval, the in-memory persist period."""
     checks = [
@@ -379,7 +422,7 @@ def _timing_checks(strategy, c, host_need, host_fraction, tau, min_tau, persist_
                  f"{fmt(host_fraction * c.node.host_memory_B, 'B')} ({host_fraction:.0%} of "
                  f"{fmt(c.node.host_memory_B, 'B')}) is available"),
         (tau < min_tau, lambda: f"interval_s = {_show(tau)} s is shorter than the "
-                                f"{'persist' if strategy == 'async' else 'peer copy'} time "
+                                f"{_WAIT[strategy]} time "
                                 f"{_show(min_tau)} s: the next snapshot would overwrite a buffer still in use"),
     ]
     if strategy == "in-memory" and persist_every is not None:
@@ -410,7 +453,7 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
                tp: int = 1, pp: int = 1, dp=None, zero_stage: int = 1, precision: str = "bf16",
                master_weights: bool = True, storage="lustre", storage_Bps=None, read_Bps=None,
                restart_s: float = RESTART_S, replicas: int = 2, persist_every=None,
-               host_fraction: float = 0.8, nodes=None, node_failures_per_day=None) -> Checkpoint:
+               host_fraction: float = 0.8, nodes=None, node_failures_per_day=None, step_s=None) -> Checkpoint:
     """Size, write and restore time, stall and goodput of checkpointing ``model`` on ``cluster``.
 
     Parameters
@@ -419,7 +462,9 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
         or an :class:`~mlsysim.workloads.Optimizer`; an unknown name is an error.
     interval_s : compute time between checkpoints (scalar or array); default: Daly's optimum
         for this strategy's stall, or the shortest feasible interval if that is longer.
-    strategy : "sync", "async" or "in-memory" (see the module docstring).
+    strategy : "sync", "async", "pipelined" or "in-memory" (see the module docstring).
+    step_s : seconds of forward and backward pass per training step (scalar or array): the
+        window the pipelined snapshot copy overlaps; required by "pipelined", ignored by the others.
     tp, pp, dp : tensor, pipeline and data parallel degrees (scalars or arrays); dp defaults to
         GPUs / (tp·pp).
     zero_stage : 0 replicates everything over DP; 1 and 2 shard master weights and optimizer
@@ -448,7 +493,7 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     """
     m, c = _model(model), _cluster(cluster)
     tier = _check_inputs(strategy, storage, zero_stage, replicas, host_fraction, restart_s, storage_Bps, read_Bps,
-                         persist_every)
+                         persist_every, step_s)
     fractional = fractional_counts(tp=tp, pp=pp, dp=dp, nodes=nodes)   # an array: NaN at its fractional entries
     if fractional:   # keep the arithmetic of those entries valid; they are masked below
         tp, pp, dp, nodes = (None if x is None else np.ceil(_num(x)) for x in (tp, pp, dp, nodes))
@@ -456,13 +501,10 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
     w, ms_, o, n_nodes, gpus, mp, dp_, replicated, extras, size, rank_B, node_B = _sizes(
         m, c, optimizer, precision, master_weights, zero_stage, tp, pp, dp, nodes)
     d2h, storage_s, stall, write, lag_ok, buffers, copy_s, min_tau = _write_plan(
-        strategy, tier, c, size, node_B, rank_B, host, storage_Bps, replicas)
+        strategy, tier, c, size, node_B, rank_B, host, storage_Bps, replicas, step_s)
     restore_storage = _storage_restore_s(tier, c, size, node_B, rank_B, replicated, mp, dp_, host, read_Bps)
-    # failures and the interval
-    mtbf = cluster_mtbf_h(c, nodes, node_failures_per_day) * hour
-    young, daly = young_interval_s(stall, mtbf), daly_interval_s(stall, mtbf)
-    tau = _maximum(daly, min_tau) if interval_s is None else _num(interval_s)
-    check_positive("interval_s", tau)
+    mtbf = cluster_mtbf_h(c, nodes, node_failures_per_day) * hour    # failures and the interval
+    young, daly, tau = _intervals(stall, mtbf, min_tau, interval_s)
     period = tau + stall
     k, p_loss, restore, lag = _recovery(strategy, c, mtbf, n_nodes, node_B, rank_B, host, write, period,
                                         persist_every, restart_s, replicas, restore_storage, lag_ok, storage_s)
@@ -482,7 +524,8 @@ def checkpoint(model, cluster, optimizer: str = "adamw", interval_s=None, strate
                       zero_stage=zero_stage, weights_B=w, master_B=ms_, optimizer_B=o, extras_B=extras,
                       size_B=size, host_memory_needed_B=host_need, persist_every=k, p_memory_loss=p_loss,
                       restart_s=float(restart_s), mtbf_s=mtbf, young_s=young, daly_s=daly,
-                      min_interval_s=min_tau, feasible=feasible, reason=reason, **values)
+                      min_interval_s=min_tau, feasible=feasible, reason=reason,
+                      step_s=None if step_s is None else _num(step_s), **values)
 
 
 def _first(x):

@@ -478,7 +478,8 @@ def _add_checkpoint(commands) -> None:
                                         "cluster's MTBF, and the goodput that follows.")
     p.add_argument("model")
     _cluster_args(p)
-    p.add_argument("--strategy", default="sync", help="sync, async or in-memory (default sync)")
+    p.add_argument("--strategy", default="sync", help="sync, async, pipelined or in-memory (default sync)")
+    p.add_argument("--step-s", type=float, help="forward and backward seconds per step (pipelined: the copy's window)")
     p.add_argument("--storage", default="lustre", help="lustre, tectonic or s3 (default lustre)")
     p.add_argument("--tp", type=int, default=8, help="tensor-parallel degree (default 8)")
     p.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree (default 1)")
@@ -502,7 +503,8 @@ def _json_checkpoint(c) -> dict:
 def _run_checkpoint(args) -> int:
     from .checkpoint import checkpoint
     c = checkpoint(args.model, _cluster_of(args), optimizer=args.optimizer, interval_s=args.interval,
-                   strategy=args.strategy, tp=args.tp, pp=args.pp, zero_stage=args.zero, storage=args.storage)
+                   strategy=args.strategy, tp=args.tp, pp=args.pp, zero_stage=args.zero, storage=args.storage,
+                   step_s=args.step_s)
     emit(_json_checkpoint(c) if args.json else c, args)
     return 0
 
@@ -526,7 +528,7 @@ def _add_audit(commands) -> None:
     p.add_argument("--grid", help="electricity grid / region (mlsysim zoo grids)")
     p.add_argument("--global-batch", type=int, help="sequences per step")
     p.add_argument("--seq-len", type=int, help="tokens per sequence")
-    p.add_argument("--strategy", help="checkpoint strategy: sync, async or in-memory (default: the best)")
+    p.add_argument("--strategy", help="checkpoint strategy: sync, async, pipelined or in-memory (default: the best)")
     p.add_argument("--storage", help="checkpoint storage tier")
     p.add_argument("--efficiency", type=float, help="achieved fraction of peak in the kernels")
     p.add_argument("--rental", help="rent instead of owning: a cloud offer name or USD per GPU-hour")

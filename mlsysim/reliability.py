@@ -29,8 +29,29 @@ and its optimum, τ = √(2δM)·[1 + ⅓√(δ/2M) + (1/9)(δ/2M)] − δ for �
 Kokolis et al. 2025) is τ / E[T]. Each failure costs on average half a
 checkpoint period of lost work plus the downtime.
 
+**Downtime per failure.** :func:`downtime` names what a failure costs besides the stall,
+term by term (defaults in ``data/reliability.yaml``, each with its source):
+
+    D = t_detect + t_replace + t_rendezvous + t_restore + t_recompute
+
+*detection*: under NCCL a rank that vanished never answers, so the survivors hang in their next
+collective until PyTorch's watchdog aborts it, after the process group's timeout, 10 min by
+default; *replacement*: the scheduler swaps the lost node for a spare (a choice, 5 min: Slurm's
+default SlurmdTimeout before it declares a silent node DOWN); *rendezvous*: the agents meet at the
+c10d store again and every process starts and builds its communicators (a choice, 1 min:
+torchelastic's default last call of 30 s plus 30 s to start); *restore*: the read of the
+checkpoint (:func:`~mlsysim.checkpoint.checkpoint`'s ``restore_s``); *recomputation*: the work
+since the newest durable checkpoint, half a period plus its durability lag. The first three are
+what :func:`~mlsysim.checkpoint.checkpoint` and :func:`~mlsysim.goodput.goodput` call
+``restart_s``: 16 min with these defaults, inside the 5-20 min Kokolis et al. (2025) observe
+(:data:`RESTART_S` stays the round 10 min that the notebooks use). Assumptions: the terms run one
+after another (a scheduler that notices the dead node while the job still waits overlaps the
+first two), and one failure at a time.
+
 Worked number (tested): 16,384 H100s (2,048 DGX H100 nodes) have an MTBF of
 3.09 h; a 30 s checkpoint is then best taken every 13.3 min (Daly; Young: 13.6).
+With the default terms and a checkpoint every 30 min, a failure costs 960 s before the
+restore and 1,860 s in all.
 """
 from __future__ import annotations
 
@@ -41,6 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import MlsysimError, check_count, check_positive
+from .tables import Record
 from .units import fmt
 
 
@@ -289,3 +311,93 @@ def ettr(interval_s, checkpoint_s, mtbf_s, restart_s=0.0):
 
 
 RESTART_S = 600.0  # default downtime per failure before training resumes (Kokolis et al.: 5-20 min)
+
+
+# --- downtime per failure, term by term ------------------------------------------------
+DOWNTIME_TERMS = ("detection", "replacement", "rendezvous", "restore", "recomputation")
+
+
+@functools.cache
+def downtime_defaults() -> dict:
+    """The default seconds of the terms before the restore, by term, with what each counts, whether
+    it is a choice and its source (``data/reliability.yaml``, section ``downtime``)."""
+    from .registry import _read
+    out = {}
+    for e in _read("reliability.yaml")["downtime"]:
+        for k in ("term", "seconds", "what", "source", "date"):
+            if e.get(k) in (None, ""):
+                raise MlsysimError(f"downtime term {e.get('term', '?')!r} has no {k}")
+        out[e["term"]] = {**e, "seconds": float(e["seconds"]), "choice": bool(e.get("choice", False)),
+                          "date": str(e["date"])}
+    missing = [t for t in DOWNTIME_TERMS[:3] if t not in out]
+    if missing:
+        raise MlsysimError(f"data/reliability.yaml has no default for the downtime term(s) {missing}")
+    return out
+
+
+@dataclass(frozen=True)
+class Downtime(Record):
+    """Result of :func:`downtime`: the seconds one failure costs, by term (floats, or arrays)."""
+
+    detection_s: object       # until the survivors give up on the lost rank
+    replacement_s: object     # until a spare node stands in for the lost one
+    rendezvous_s: object      # until every process has started and met the others again
+    restore_s: object         # reading the checkpoint back
+    recomputation_s: object   # training again the steps since the newest durable checkpoint
+
+    @property
+    def restart_s(self):
+        """Detection + replacement + rendezvous: what ``ms.checkpoint`` and ``ms.goodput`` call ``restart_s``."""
+        return self.detection_s + self.replacement_s + self.rendezvous_s
+
+    @property
+    def total_s(self):
+        """Every term: the wall time one failure costs."""
+        return self.restart_s + self.restore_s + self.recomputation_s
+
+    def terms(self) -> dict:
+        """Seconds by term name, in the order of :data:`DOWNTIME_TERMS`."""
+        return {t: getattr(self, f"{t}_s") for t in DOWNTIME_TERMS}
+
+    def rows(self) -> list[tuple[str, str]]:
+        if np.ndim(self.total_s):
+            return [("shape", str(np.shape(self.total_s)))]
+        return [(t, fmt(v, "s")) for t, v in self.terms().items()] + [("per failure", fmt(self.total_s, "s"))]
+
+
+def downtime(checkpoint=None, *, detection_s=None, replacement_s=None, rendezvous_s=None, restore_s=None,
+             interval_s=None) -> Downtime:
+    """Seconds one failure of a synchronous job costs, as a sum of named terms (module docstring).
+
+    Parameters
+    ----------
+    checkpoint : a :class:`~mlsysim.checkpoint.Checkpoint`: its ``restore_s`` is the restore, and
+        half its period plus its durability lag, (τ + δ)/2 + lag, the recomputation.
+    detection_s, replacement_s, rendezvous_s : replace the defaults of :func:`downtime_defaults`
+        (600, 300 and 60 s; the first is PyTorch's NCCL timeout, the others are choices).
+    restore_s : seconds to read the checkpoint back (replaces the checkpoint's; default 0 without one).
+    interval_s : compute time between checkpoints, for the recomputation τ/2 when no checkpoint is given.
+
+    Scalars or arrays (they broadcast); a negative or non-finite term is an error naming it.
+
+    >>> d = downtime(interval_s=1800.0)
+    >>> d.restart_s, d.recomputation_s, d.total_s
+    (960.0, 900.0, 1860.0)
+    """
+    given = {"detection": detection_s, "replacement": replacement_s, "rendezvous": rendezvous_s}
+    for k, v in {**{f"{t}_s": x for t, x in given.items()}, "restore_s": restore_s}.items():
+        if v is not None:   # a checkpoint's own NaN (an infeasible entry) stays NaN
+            check_positive(k, v, allow_zero=True)
+    terms = {k: downtime_defaults()[k]["seconds"] if v is None else v for k, v in given.items()}
+    if checkpoint is not None:
+        if not all(hasattr(checkpoint, a) for a in ("restore_s", "interval_s", "stall_s", "lag_s")):
+            raise MlsysimError(f"checkpoint must be the result of ms.checkpoint, got {type(checkpoint).__name__}")
+        restore = checkpoint.restore_s if restore_s is None else restore_s
+        tau = checkpoint.interval_s if interval_s is None else interval_s
+        recompute = lost_work_s(tau, 0.0, checkpoint.stall_s, checkpoint.lag_s)
+    elif interval_s is None:
+        raise MlsysimError("downtime needs interval_s (compute time between checkpoints: a failure loses half "
+                           "of it on average) or checkpoint= (a result of ms.checkpoint)")
+    else:
+        restore, recompute = 0.0 if restore_s is None else restore_s, lost_work_s(interval_s, 0.0)
+    return Downtime(*(_num(v) for v in (*terms.values(), restore, recompute)))

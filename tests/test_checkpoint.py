@@ -82,8 +82,8 @@ def test_megatron_and_opt_cases():
 def test_async_and_in_memory_never_stall_longer_than_sync(model, storage, interval, zero):
     kw = dict(storage=storage, zero_stage=zero)
     sync = ck(model, strategy="sync", **kw)
-    for s in ("async", "in-memory"):
-        other = ck(model, strategy=s, **kw)
+    for s in ("async", "pipelined", "in-memory"):
+        other = ck(model, strategy=s, step_s=1.0, **kw)
         assert other.stall_s <= sync.stall_s
         assert other.write_s == pytest.approx(sync.write_s)           # same bytes reach storage
 
@@ -132,6 +132,49 @@ def test_vectorised_over_interval_and_cluster_size():
     assert g.goodput.shape == (4, 2) and not g.feasible[0, 0] and "whole number" in g.reason
     assert g.goodput[2, 0] == pytest.approx(ck(strategy="async", interval_s=300.0).goodput)
     assert np.all(np.diff(g.goodput[1:, 0]) < 0)
+
+
+# --- the pipelined strategy (CheckFreq) ---------------------------------------------------
+def test_pipelined_worked_numbers():
+    """The module docstring: behind a 1 s forward and backward the 82 ms copy is hidden; behind 50 ms,
+    32 ms of it is left. The persist then runs as for async."""
+    asyn = ck(strategy="async")
+    hidden, short = ck(strategy="pipelined", step_s=1.0), ck(strategy="pipelined", step_s=0.05)
+    assert hidden.stall_s == 0.0 and hidden.d2h_s == pytest.approx(0.082, abs=5e-4)
+    assert short.stall_s == pytest.approx(short.d2h_s - 0.05) and short.stall_s == pytest.approx(0.032, abs=5e-4)
+    for c in (hidden, short):
+        assert c.write_s == pytest.approx(asyn.write_s) and c.host_memory_needed_B == asyn.host_memory_needed_B
+        assert c.min_interval_s == pytest.approx(c.write_s - c.stall_s) and c.lag_s == pytest.approx(c.min_interval_s)
+    assert hidden.interval_s == pytest.approx(hidden.min_interval_s)   # no stall: as often as the persist allows
+    assert hidden.young_s == hidden.daly_s == 0.0 and hidden.goodput > asyn.goodput
+    assert "overlapped by" in str(short) and short.step_s == 0.05
+
+
+def test_pipelined_stall_is_the_uncovered_copy_and_the_others_ignore_step_s():
+    steps = np.array([0.01, 0.05, 0.0818, 0.5, 10.0])
+    r = ck(strategy="pipelined", step_s=steps)
+    assert np.allclose(r.stall_s, np.maximum(0.0, r.d2h_s - steps)) and np.all(np.diff(r.stall_s) <= 0)
+    assert np.all(np.isfinite(r.goodput)) and np.all(r.interval_s >= r.min_interval_s - 1e-12)
+    for s in ("sync", "async", "in-memory"):
+        assert ck(strategy=s, step_s=0.01).stall_s == ck(strategy=s).stall_s
+
+
+def test_pipelined_needs_step_s_and_a_feasible_interval():
+    with pytest.raises(ms.MlsysimError, match="step_s"):
+        ck(strategy="pipelined")
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="step_s"):
+            ck(strategy="pipelined", step_s=bad)
+    with pytest.raises(ms.InfeasibleError, match="copy and persist"):
+        ck(strategy="pipelined", step_s=1.0, interval_s=0.5)
+
+
+def test_pipelined_on_nvlink_c2c_hides_a_larger_shard():
+    h = ms.hardware("h100")
+    c2c = dataclasses.replace(C128, node=dataclasses.replace(
+        C128.node, accelerator=dataclasses.replace(h, name="H100-C2C", host_link_Bps=ms.hardware("gb200").host_link_Bps)))
+    pcie, grace = (ck(cluster=x, strategy="pipelined", step_s=0.02, zero_stage=0) for x in (C128, c2c))
+    assert grace.d2h_s == pytest.approx(pcie.d2h_s * 64e9 / 450e9) and grace.stall_s < pcie.stall_s
 
 
 # --- bad input and infeasible settings ----------------------------------------------------

@@ -302,3 +302,15 @@ def test_serve_under_load_a_model_that_does_not_fit_exits_3(capsys):
     captured = capsys.readouterr()
     assert captured.err.startswith("mlsysim serve: infeasible: ") and "141 GB" in captured.err
     assert json.loads(captured.out)["feasible"] is False
+
+
+def test_checkpoint_pipelined_needs_and_takes_the_step_time():
+    import subprocess
+    import sys
+    base = [sys.executable, "-m", "mlsysim.cli", "checkpoint", "llama-3-70b", "dgx-h100", "--nodes", "128",
+            "--pp", "4", "--strategy", "pipelined", "--json"]
+    r = subprocess.run(base, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "step_s" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = subprocess.run(base + ["--step-s", "0.05"], capture_output=True, text=True, timeout=60)
+    out = __import__("json").loads(r.stdout)
+    assert r.returncode == 0 and 0.0 < out["stall_s"] < 0.05

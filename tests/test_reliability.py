@@ -143,3 +143,43 @@ def test_observations_are_sourced():
     for o in rel.observations().values():
         assert o.source and o.date and o.mtbf_h > 0
     assert math.isclose(rel.observations()["meta-rsc-1"].node_failures_per_day, 6.5e-3)
+
+
+# --- downtime per failure, term by term ----------------------------------------------------------
+def test_downtime_worked_number_and_sources():
+    d = rel.downtime(interval_s=1800.0)
+    assert (d.detection_s, d.replacement_s, d.rendezvous_s, d.restore_s) == (600.0, 300.0, 60.0, 0.0)
+    assert d.restart_s == 960.0 and d.recomputation_s == 900.0 and d.total_s == 1860.0
+    assert 5 * 60 <= d.restart_s <= 20 * 60          # inside the 5-20 min of Kokolis et al.
+    assert list(d.terms()) == list(rel.DOWNTIME_TERMS) and sum(d.terms().values()) == d.total_s
+    defaults = rel.downtime_defaults()
+    assert not defaults["detection"]["choice"] and "10 minutes for NCCL" in defaults["detection"]["source"]
+    assert defaults["replacement"]["choice"] and "SlurmdTimeout" in defaults["replacement"]["source"]
+    assert defaults["rendezvous"]["choice"] and "last_call_timeout" in defaults["rendezvous"]["source"]
+    assert rel.RESTART_S == 600.0                      # the round figure the notebooks use is unchanged
+    assert "per failure" in str(d)
+
+
+def test_downtime_takes_restore_and_recomputation_from_a_checkpoint():
+    k = ms.checkpoint("llama-3-70b", ms.cluster("dgx-h100", nodes=128), tp=8, pp=4, strategy="async")
+    d = rel.downtime(k)
+    assert d.restore_s == k.restore_s
+    assert d.recomputation_s == pytest.approx((k.interval_s + k.stall_s) / 2 + k.lag_s)
+    assert d.restart_s + d.restore_s + k.lag_s == pytest.approx(
+        ms.checkpoint("llama-3-70b", ms.cluster("dgx-h100", nodes=128), tp=8, pp=4, strategy="async",
+                      restart_s=d.restart_s).downtime_s)
+    fast = rel.downtime(k, detection_s=30.0, restore_s=0.0)
+    assert fast.total_s == pytest.approx(d.total_s - 570.0 - k.restore_s)
+
+
+def test_downtime_is_vectorised_and_refuses_bad_terms():
+    d = rel.downtime(interval_s=np.array([600.0, 1800.0]), detection_s=np.array([[30.0], [600.0]]))
+    assert d.total_s.shape == (2, 2) and d.total_s[1, 1] == 1860.0 and "shape" in str(d)
+    with pytest.raises(ValueError, match="interval_s"):
+        rel.downtime()
+    for kw, name in ((dict(detection_s=-1.0), "detection_s"), (dict(rendezvous_s=float("nan")), "rendezvous_s"),
+                     (dict(restore_s=-2.0), "restore_s"), (dict(interval_s=0.0), "interval_s")):
+        with pytest.raises(ValueError, match=name):
+            rel.downtime(**{"interval_s": 600.0, **kw})
+    with pytest.raises(ValueError, match="checkpoint"):
+        rel.downtime(checkpoint=42.0)

@@ -42,6 +42,15 @@ def restore_without_broadcast_s() -> float:
     return storage_tier(STORAGE).read_s(every_rank_reads_B(), node_B) + k.rank_B / c.accelerator.host_link_Bps
 
 
+def resume_after_node_loss_s(detection_s: float = 60.0) -> float:
+    """Seconds from a node loss until the given job trains again, with NCCL's timeout lowered to
+    ``detection_s``: detection + replacement + rendezvous (:func:`mlsysim.reliability.downtime`'s
+    defaults for the last two) + the restore from Tectonic."""
+    from ..reliability import downtime
+    d = downtime(job(), detection_s=detection_s)
+    return d.restart_s + d.restore_s
+
+
 EXERCISES = [
     Exercise("06c.1", "Bytes the busiest rank writes per checkpoint of Llama-3-70B (mixed-precision AdamW) on "
              "1,024 H100s, TP 8 x PP 4 x DP 32, ZeRO-1", lambda: job().rank_B, rtol=0.03, unit="B",
@@ -59,4 +68,9 @@ EXERCISES = [
              restore_without_broadcast_s, rtol=0.03, unit="s",
              hint="ms.storage_tier('tectonic').read_s(total bytes read, bytes the busiest node reads) + "
                   "rank_B / host link; the busiest node's 8 GPUs read rank_B each."),
+    Exercise("06c.5", "Seconds from a node loss until the given job trains again (detection, replacement, "
+             "rendezvous, restore from Tectonic) when the job lowers NCCL's timeout to 60 s; the replacement "
+             "and the rendezvous at ms.reliability.downtime's defaults", resume_after_node_loss_s, rtol=0.03,
+             unit="s", hint="d = ms.reliability.downtime(the job's ms.checkpoint, detection_s=60); "
+                            "d.restart_s + d.restore_s."),
 ]

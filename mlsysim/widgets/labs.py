@@ -106,7 +106,8 @@ def lab_dist_explorer(model: str = "Llama-3-8B", nodes: int = 32, storage: str =
 
     def compute(model, nodes, storage, strategy):
         tp, pp = CHECKPOINT_LAYOUTS[model]
-        kw = dict(tp=tp, pp=pp, storage=storage, strategy=strategy)
+        kw = dict(tp=tp, pp=pp, storage=storage, strategy=strategy,
+                  step_s=1.0)   # the pipelined copy's window: it changes neither the bytes nor the restore
         sweep = {label: checkpoint(model, node, zero_stage=z, nodes=grid, **kw) for label, z in DIST_MODES.items()}
         current = {}
         for label, z in DIST_MODES.items():

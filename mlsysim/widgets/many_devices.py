@@ -105,9 +105,10 @@ CHECKPOINT_LAYOUTS = {"Llama-3-8B": (1, 1), "Llama-3-70B": (8, 4), "Llama-3.1-40
 
 def checkpoint_explorer(model: str = "Llama-3-70B", strategy: str = "async", interval_min: float = 30.0,
                         storage_GBps: float = 682.5, nodes: int = 128, node: str = "DGX-H100",
-                        storage: str = "lustre") -> Explorer:
+                        storage: str = "lustre", step_s: float = 1.0) -> Explorer:
     """Explore :func:`mlsysim.checkpoint`: interval, strategy, storage bandwidth (read and
-    write, aggregate for a file system) and cluster size (nodes of ``node``).
+    write, aggregate for a file system), cluster size (nodes of ``node``) and the forward and
+    backward seconds per step that the pipelined strategy's snapshot copy overlaps.
 
     The figure shows goodput against the interval for the chosen strategy, with the current
     interval and Daly's optimum marked; an infeasible choice (an interval shorter than the
@@ -124,14 +125,16 @@ def checkpoint_explorer(model: str = "Llama-3-70B", strategy: str = "async", int
         "storage_GBps": W.FloatLogSlider(value=storage_GBps, base=10, min=0, max=4, step=0.05,
                                          description="storage GB/s", readout_format=".4g", style=style),
         "nodes": _log_slider("nodes", nodes, 2, 12),
+        "step_s": W.FloatLogSlider(value=step_s, base=10, min=-2, max=1, step=0.05,
+                                   description="fwd+bwd (s)", readout_format=".3g", style=style),
     }
 
     last = {}
 
-    def compute(model, strategy, interval_min, storage_GBps, nodes):
+    def compute(model, strategy, interval_min, storage_GBps, nodes, step_s):
         tp, pp = CHECKPOINT_LAYOUTS[model]
         last.update(model=model, cluster=node, strategy=strategy, tp=tp, pp=pp, nodes=int(nodes),
-                    storage=storage, storage_Bps=storage_GBps * 1e9, read_Bps=storage_GBps * 1e9)
+                    storage=storage, storage_Bps=storage_GBps * 1e9, read_Bps=storage_GBps * 1e9, step_s=step_s)
         return checkpoint(**last, interval_s=interval_min * 60.0)
 
     def render(r):
