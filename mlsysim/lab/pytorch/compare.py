@@ -16,11 +16,13 @@ pipelined engine too, whose copy then hides behind nothing, as no training runs 
    the checkpoints older than the newest two runs after both and is timed on its own
    (prune). Medians over the rounds.
 2. **Overhead.** What training pays, which a stall does not show (a background write
-   slows the steps beside it): the lab's transformer trains :data:`OVERHEAD_STEPS` steps
-   from the same start without checkpoints (twice: before and after the engines), then once
-   per engine with a checkpoint after every :data:`OVERHEAD_EVERY` steps, timed until its
-   last checkpoint is durable. Overhead per checkpoint = (that time − the median run without
-   checkpoints) / checkpoints.
+   slows the steps beside it). One trainer of the lab's transformer runs pairs of timed runs
+   of :data:`OVERHEAD_STEPS` steps: one without checkpoints, then one with a checkpoint after
+   every :data:`OVERHEAD_EVERY` steps, timed until its last checkpoint is durable; each engine
+   gets one pair per round (at most :data:`OVERHEAD_ROUNDS` rounds, engines in a rotated order).
+   Overhead per checkpoint = the median over the rounds of (the run with checkpoints − the run
+   without, just before it) / checkpoints: the pair shares the machine's state of the moment,
+   so a drift of the shared machine cancels.
 3. **Load.** Each engine's own loader reads its newest checkpoint ``repeats`` times, the
    files' pages dropped from the page cache first (median). DCP loads in place into a
    state of the same structure made beforehand (its normal use: the model's own tensors);
@@ -63,7 +65,8 @@ from .results import ASYNC, ENGINES, recorded, targets  # noqa: F401  (read with
 from .train import TorchConfig, TorchTrainer
 
 RESUME_STEPS = 2
-OVERHEAD_STEPS, OVERHEAD_EVERY = 9, 3   # the overhead runs: 9 training steps, a checkpoint after steps 3 and 6
+OVERHEAD_STEPS, OVERHEAD_EVERY = 6, 2   # an overhead run: 6 training steps, a checkpoint after steps 2 and 4
+OVERHEAD_ROUNDS = 3                     # at most: pairs of runs per engine, the overhead their median
 
 
 @dataclass(frozen=True)
@@ -297,7 +300,8 @@ def compare(size_B: float = 16e6, engines=ENGINES, repeats: int = 3, directory=N
         saved = copy.deepcopy(state)         # the state every engine saved, before training goes on
         reference = [trainer.step() for _ in range(RESUME_STEPS)]
         say("overhead: training with and without checkpoints")
-        overhead = _overheads(cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()})
+        overhead = _overheads(cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
+                              min(repeats, OVERHEAD_ROUNDS))
         runs = []
         for e in engines:
             say(f"loading {e}")
@@ -331,39 +335,40 @@ def _median_known(values) -> float:
     return statistics.median(known) if known else float("nan")
 
 
-def _timed_training(cfg: TorchConfig, engine=None) -> float:
-    """Seconds to train :data:`OVERHEAD_STEPS` steps from a fresh trainer, checkpointing with ``engine``
-    after every :data:`OVERHEAD_EVERY` steps (none when ``engine`` is None), until the last is durable."""
-    trainer = TorchTrainer(cfg)
+def _timed_run(trainer: TorchTrainer, engine=None, first_step: int = 0) -> float:
+    """Seconds for ``trainer`` to train :data:`OVERHEAD_STEPS` steps, checkpointing with ``engine`` after
+    every :data:`OVERHEAD_EVERY` steps but the last (none when ``engine`` is None), until durable."""
     fence = getattr(engine, "fence", None)
     t0 = time.perf_counter()
     for k in range(1, OVERHEAD_STEPS + 1):
         trainer.step(before_update=fence)
         if engine is not None and k % OVERHEAD_EVERY == 0 and k < OVERHEAD_STEPS:
-            engine.save(k, trainer.state())
+            engine.save(first_step + k, trainer.state())
     if engine is not None:
         engine.wait()
     return time.perf_counter() - t0
 
 
-def _overheads(cfg: TorchConfig, engines, folders: dict) -> dict:
-    """Overhead per checkpoint of each engine (see the module's text): one run per engine between two
-    runs without checkpoints, each from the same fresh trainer."""
+def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> dict:
+    """Overhead per checkpoint of each engine (see the module's text): paired runs on one trainer."""
     checkpoints = (OVERHEAD_STEPS - 1) // OVERHEAD_EVERY
-    base = [_timed_training(cfg)]
-    runs = {}
-    for e in engines:
-        eng = make(e, folders[e], keep=2)
-        try:
+    trainer = TorchTrainer(cfg)
+    trainer.step()                              # the optimizer's states exist from here on
+    live, diffs = {}, {e: [] for e in engines}
+    try:
+        for e in engines:
+            live[e] = make(e, folders[e], keep=2)
             if e in ("concurrent", "pipelined"):
-                eng.prepare(store.layout(TorchTrainer(cfg).state(), 0).size_B)
-            runs[e] = _timed_training(cfg, eng)
-        finally:
+                live[e].prepare(store.layout(trainer.state(), 0).size_B)
+        for r in range(rounds):
+            for e in engines[r % len(engines):] + engines[:r % len(engines)]:
+                plain = _timed_run(trainer)
+                diffs[e].append((_timed_run(trainer, live[e], r * OVERHEAD_STEPS) - plain) / checkpoints)
+                os.sync()
+    finally:
+        for eng in live.values():
             eng.close()
-        os.sync()
-    base.append(_timed_training(cfg))
-    plain = statistics.median(base)
-    return {e: (t - plain) / checkpoints for e, t in runs.items()}
+    return {e: statistics.median(d) for e, d in diffs.items()}
 
 
 def _engine_run(e: str, recs, loads, resumed: bool, corruption: str, noticed: bool, pred, overhead_s: float):
