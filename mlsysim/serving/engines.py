@@ -41,7 +41,7 @@ GRAPH_SIZES_VLLM = (1, 2, 4) + tuple(range(8, 513, 8))
 @dataclass(frozen=True)
 class Engine:
     """Scheduler settings of one serving engine (see the module docstring). ``None`` limits are
-    chosen per workload (:func:`resolve`)."""
+    chosen per workload, by :func:`trtllm_bench_limits`, when a simulation starts."""
 
     name: str
     max_batch: int | None

@@ -19,7 +19,7 @@ components, each with its own limit (none hidden under a max over the whole pass
   element of d_model, and one SiLU-and-multiply (read 2 × 2 B, write one GEMM input) per element
   of the MLP width; at η_mem.
 * T_prefill-attn — the causal 128 × 128 query × key blocks each prompt chunk computes
-  (:func:`mlsysim.serving.step._causal_blocks`, earlier chunks' keys included) at
+  (``mlsysim.serving.step._causal_blocks``, earlier chunks' keys included) at
   :data:`PREFILL_ATTENTION_EFFICIENCY` of the KV precision's peak.
 * T_decode-attn — each decoding sequence reads its own cache: Σ context · KV bytes per token
   (this GPU's KV heads) at :data:`DECODE_ATTENTION_BW_EFFICIENCY` of the bandwidth, plus

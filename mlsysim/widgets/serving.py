@@ -76,10 +76,10 @@ def serving_load_explorer(workload: str = "Llama-3-8B", hardware: str = "H100-SX
                           concurrency: int = 64, prompt: int = 1024, output: int = 1024,
                           requests: int = MAX_REQUESTS, seed: int = 0) -> Explorer:
     """Explore :func:`mlsysim.serving.serve`: model, device, TP degree, precision, engine
-    (:data:`ENGINE_CHOICES`), the load (:data:`LOADS`: a Poisson ``rate`` in requests/s, a closed loop
+    (``ENGINE_CHOICES``), the load (``LOADS``: a Poisson ``rate`` in requests/s, a closed loop
     of ``concurrency`` requests, or every request queued at once) and the prompt and output lengths →
     TTFT, ITL and end-to-end percentiles, throughput, and the running batch and KV-cache use over time.
-    Each update simulates ``requests`` (at most :data:`MAX_REQUESTS`) requests with a fixed ``seed``."""
+    Each update simulates ``requests`` (at most ``MAX_REQUESTS``) requests with a fixed ``seed``."""
     from ..serving import serve
     _check(engine, load, requests)
     controls = _controls(workload, hardware, tp, precision, engine, load, rate, concurrency, prompt, output)
