@@ -84,19 +84,18 @@ def trtllm_bench_limits(kv_bytes_per_token: float, kv_capacity_B: float, prompt:
     requests = kv_capacity_B / (kv_bytes_per_token * (prompt + output))
     raw_batch = min(requests, 4096.0)
     raw_tokens = min(raw_batch * (1.0 + prompt / output), 32768.0)
-    if raw_batch < 256:
-        batch = max(64, 32 * math.ceil(raw_batch / 32))
-    elif raw_batch < 1024:
-        batch = 128 * math.ceil(raw_batch / 128)
-    else:
-        batch = 256 * math.ceil(raw_batch / 256)
-    if raw_tokens < 4096:
-        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        tokens = 1024 * math.ceil(raw_tokens / 1024)
-    return int(batch), int(max(tokens, longest_prompt + batch))
+    batch = _round_up(raw_batch, 64, ((256, 32), (1024, 128), (math.inf, 256)))
+    tokens = _round_up(raw_tokens, 2048, ((4096, 256), (8192, 512), (math.inf, 1024)))
+    return batch, max(tokens, longest_prompt + batch)
+
+
+def _round_up(x: float, least: int, bands) -> int:
+    """``x`` rounded up to the step of the first (below, step) band it lies below; at least ``least``
+    in the first band."""
+    for i, (below, step) in enumerate(bands):
+        if x < below:
+            return int(max(least, step * math.ceil(x / step)) if i == 0 else step * math.ceil(x / step))
+    raise ValueError(f"{x!r} lies above every band")
 
 
 def engine(name_or_engine, **changes) -> Engine:

@@ -49,11 +49,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels import THIN_ROWS, layer_gemms, tile_time
+from ..kernels import THIN_ROWS, _params, tile_time
 from ..units import bytes_per
 from ..collectives import allreduce_time
 from ..errors import check_count
-from .step import ATTENTION_BLOCK, _causal_blocks, _setup
+from .step import ATTENTION_BLOCK, _causal_blocks, _setup, layers_gemm_s
 
 PREFILL_ATTENTION_EFFICIENCY = {"fp8": 0.33, "16-bit": 0.54}
 """Fraction of the attention precision's dense peak that a fused prefill-attention kernel reaches on long
@@ -88,11 +88,10 @@ def _linear_s(s, hw, rows, head_rows):
     """Per-GPU seconds of the GEMMs of one iteration with ``rows`` tokens (array), each GEMM the
     longer of its tiles and its own traffic at η_mem; ``head_rows`` rows through the output head."""
     m, tp, p = s.m, s.tp, s.precision
-    g, d = layer_gemms(m), m.d_model
+    d = m.d_model
     bw = hw.memory_bw_Bps * s.mem_eff
     wb, ab = bytes_per(s.wp), bytes_per(p)
-    thin_rate = hw.peak(p) * (hw.fp8_matmul_efficiency if p == "fp8" and hw.fp8_matmul_efficiency
-                              else (hw.matmul_efficiency or 0.8))
+    thin_rate = _params(hw, p)[0]        # the precision's achieved GEMM rate, as the tiles use it
 
     def gemm(r, n, k, count=1.0, experts_read=None):
         tiles = np.where(r <= THIN_ROWS, count * 2.0 * r * n * k / thin_rate,
@@ -101,19 +100,7 @@ def _linear_s(s, hw, rows, head_rows):
         traffic = (read * n * k * wb + count * r * (n + k) * ab) / bw
         return np.maximum(tiles, traffic)
 
-    attn = gemm(rows, g["in_n"] / tp, d) + gemm(rows, d, g["out_k"] / tp)
-    dense = attn + gemm(rows, g["up_n"] / tp, d) + gemm(rows, d, g["down_k"] / tp)
-    total = (m.layers - m.moe_layers) * dense
-    if m.is_moe:
-        per = rows * m.experts_per_token / m.experts
-        touched = m.experts * (1.0 - (1.0 - m.experts_per_token / m.experts) ** rows)
-        moe = attn + gemm(rows, m.experts, d) + gemm(per, g["e_up_n"] / tp, d, m.experts, touched) \
-            + gemm(per, d, g["e_down_k"] / tp, m.experts, touched)
-        if m.shared_experts:
-            moe = moe + gemm(rows, g["e_up_n"] / tp, d, m.shared_experts) \
-                + gemm(rows, d, g["e_down_k"] / tp, m.shared_experts)
-        total = total + m.moe_layers * moe
-    return total, gemm(head_rows, m.vocab / tp, d)
+    return layers_gemm_s(m, tp, rows, gemm), gemm(head_rows, m.vocab / tp, d)
 
 
 def _norm_bytes_per_token(s) -> float:

@@ -54,7 +54,7 @@ from ..tables import Record
 from ..units import bytes_per, fmt
 from .engines import Engine, engine as _engine, trtllm_bench_limits
 from .iteration import IterationModel, iteration_model, prompt_blocks
-from .step import _transformer
+from .step import _tp_layout, _transformer
 
 MAX_ITERATIONS = 5_000_000
 """Bound on the iterations of one simulation: a run that has not ended by then raises."""
@@ -165,7 +165,7 @@ class _Plan:
 
 def _plan(m, hw, eng: Engine, tp, precision, kv_precision, isl, osl) -> _Plan:
     kp = kv_precision or precision
-    kv_token = m.kv_bytes_per_token(kp) * (1.0 if m.is_mla else max(1.0 / tp, 1.0 / m.kv_heads))
+    kv_token = m.kv_bytes_per_token(kp) * _tp_layout(m, tp)[1]     # this GPU's share of the KV heads
     weights = m.params * bytes_per(precision) / tp
     if weights >= hw.memory_B:
         raise InfeasibleError(f"{m.name} needs {fmt(weights, 'B')} of {precision} weights per GPU at tp={tp}; "

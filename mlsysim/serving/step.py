@@ -250,6 +250,29 @@ def _causal_blocks(tokens, context, block):
     return (n - 1.0) * ceil(context / block) + n * (n - 1.0) / 2.0 + ceil((context + tokens) / block)
 
 
+def layers_gemm_s(m: Transformer, tp, rows, gemm):
+    """Seconds of the matrix multiplies of every decoder layer for ``rows`` tokens on one of ``tp`` GPUs,
+    each timed by ``gemm(rows, n, k, count=1, experts_read=None)``: per layer the attention input and
+    output projections and the MLP (or the router, the routed experts — each gets rows·k/E rows on
+    average, of ``experts_read`` experts whose weights are read — and the shared experts, which see
+    every row). The output head is left to the caller."""
+    from ..kernels import layer_gemms
+    g, d = layer_gemms(m), m.d_model
+    attn = gemm(rows, g["in_n"] / tp, d) + gemm(rows, d, g["out_k"] / tp)
+    dense = attn + gemm(rows, g["up_n"] / tp, d) + gemm(rows, d, g["down_k"] / tp)
+    total = (m.layers - m.moe_layers) * dense
+    if m.is_moe:
+        per = rows * m.experts_per_token / m.experts
+        touched = m.experts * (1.0 - (1.0 - m.experts_per_token / m.experts) ** rows)
+        moe = attn + gemm(rows, m.experts, d) + gemm(per, g["e_up_n"] / tp, d, m.experts, touched) \
+            + gemm(per, d, g["e_down_k"] / tp, m.experts, touched)
+        if m.shared_experts:
+            moe = moe + gemm(rows, g["e_up_n"] / tp, d, m.shared_experts) \
+                + gemm(rows, d, g["e_down_k"] / tp, m.shared_experts)
+        total = total + m.moe_layers * moe
+    return total
+
+
 def _gemm_compute_s(s: _Setup, hw: Hardware, batch, tokens, context):
     """Seconds of a pass's matrix multiplies on one GPU, each timed from its shape: per layer
     the attention input and output projections and the MLP (or the routed and shared experts)
@@ -259,19 +282,9 @@ def _gemm_compute_s(s: _Setup, hw: Hardware, batch, tokens, context):
     layer) at the same rate per FLOP as the scores."""
     from ..kernels import layer_gemms, tile_time
     m, tp, p = s.m, s.tp, s.precision
-    g, d, rows = layer_gemms(m), m.d_model, batch * tokens
-    attn = tile_time(rows, g["in_n"] / tp, d, hw, p) + tile_time(rows, d, g["out_k"] / tp, hw, p)
-    dense = attn + tile_time(rows, g["up_n"] / tp, d, hw, p) + tile_time(rows, d, g["down_k"] / tp, hw, p)
-    total = (m.layers - m.moe_layers) * dense
-    if m.is_moe:   # each expert gets rows·k/E rows on average; shared experts see every row
-        per = rows * m.experts_per_token / m.experts
-        moe = attn + tile_time(rows, m.experts, d, hw, p) + tile_time(per, g["e_up_n"] / tp, d, hw, p, m.experts) \
-            + tile_time(per, d, g["e_down_k"] / tp, hw, p, m.experts)
-        if m.shared_experts:
-            moe = moe + tile_time(rows, g["e_up_n"] / tp, d, hw, p, m.shared_experts) \
-                + tile_time(rows, d, g["e_down_k"] / tp, hw, p, m.shared_experts)
-        total = total + m.moe_layers * moe
-    head = tile_time(batch, m.vocab / tp, d, hw, p)   # logits of the last token only
+    g, rows = layer_gemms(m), batch * tokens
+    total = layers_gemm_s(m, tp, rows, lambda r, n, k, count=1.0, experts_read=None: tile_time(r, n, k, hw, p, count))
+    head = tile_time(batch, m.vocab / tp, m.d_model, hw, p)   # logits of the last token only
     blocks = _causal_blocks(tokens, context, ATTENTION_BLOCK)
     scores = tile_time(ATTENTION_BLOCK * blocks, ATTENTION_BLOCK, g["qk"], hw, p, batch * m.heads / tp,
                        roofline=False)                       # one layer's q·k products, every head
