@@ -671,13 +671,13 @@ def _run_lab_checkpoint_torch(args) -> int:
     from .errors import MlsysimError, UnknownNameError
     _needs_torch("--framework torch")
     from .lab.pytorch.compare import compare
-    from .lab.pytorch.engines import ALL_ENGINES, ENGINES
+    from .lab.pytorch.engines import ALL_ENGINES
     if not args.compare and args.engine not in ALL_ENGINES:
         raise UnknownNameError("checkpoint engine", args.engine, ALL_ENGINES)
     if not args.size_mb > 0:
         raise MlsysimError(f"--size-mb must be positive, got {args.size_mb}")
     say = (lambda m: print(f"  {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
-    c = compare(args.size_mb * 1e6, engines=ENGINES if args.compare else (args.engine,),
+    c = compare(args.size_mb * 1e6, engines=ALL_ENGINES if args.compare else (args.engine,),
                 repeats=args.repeats, directory=args.dir, progress=say)
     emit(c.to_dict() if args.json else c, args)
     return 0

@@ -13,6 +13,17 @@
   close, the drop did not take effect (or the device is as fast as memory):
   :attr:`Floors.cache_dropped` says which.
 
+Three rates more, the terms the engines' own work adds to the floors (:mod:`mlsysim.lab.pytorch.model`
+predicts each engine from them):
+
+* **page-cache write** — the same 16 MB ``os.write`` calls with no writeback and no ``fsync``: what
+  a save that never syncs (``torch.save``) pays to hand its bytes to the kernel;
+* **copy into new memory** — ``np.copyto`` into a buffer allocated just before, so that every
+  page is faulted in during the copy: a snapshot into freshly allocated tensors (DCP's staging)
+  or a load that allocates what it returns pays this, not the copy floor;
+* **checksum** — the CRC-32 of ``size_B`` bytes with this package's implementation
+  (:mod:`mlsysim.lab.checksum`), CPU time the durable engines and the verifying loader add.
+
 Each is the best of ``repeats`` timings (a floor is the least disturbed run).
 """
 from __future__ import annotations
@@ -40,6 +51,17 @@ class Floors:
     read_cold_Bps: float
     read_warm_Bps: float
     write_rounds_s: tuple = ()   # the write floor timed again between the engines' saves (see with_write_rounds)
+    cache_write_Bps: float = float("nan")   # os.write into the page cache, no fsync
+    fresh_copy_Bps: float = float("nan")    # copy into memory allocated just before (page faults included)
+    crc_Bps: float = float("nan")           # this package's CRC-32
+
+    @property
+    def typical_write_s(self) -> float:
+        """The median of the write timings taken between the engines' saves (the floor's own rate
+        without them): what a write of ``size_B`` takes on this disk as it runs, not at its best."""
+        rounds = sorted(self.write_rounds_s) or [self.write_floor_s]
+        n = len(rounds)
+        return rounds[n // 2] if n % 2 else 0.5 * (rounds[n // 2 - 1] + rounds[n // 2])
 
     @property
     def copy_floor_s(self) -> float:
@@ -59,9 +81,12 @@ class Floors:
         return self.read_warm_Bps > 1.5 * self.read_cold_Bps
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "write_rounds_s": list(self.write_rounds_s),
+        """Plain values; a rate not measured (NaN) as JSON's null."""
+        plain = {k: (None if v != v else v) for k, v in asdict(self).items()}
+        return {**plain, "write_rounds_s": list(self.write_rounds_s),
                 "copy_floor_s": self.copy_floor_s, "write_floor_s": self.write_floor_s,
-                "read_floor_s": self.read_floor_s, "cache_dropped": self.cache_dropped}
+                "read_floor_s": self.read_floor_s, "cache_dropped": self.cache_dropped,
+                "typical_write_s": self.typical_write_s}
 
 
 def write_once(path, data) -> float:
@@ -82,13 +107,37 @@ def write_once(path, data) -> float:
     return time.perf_counter() - t0
 
 
+def cache_write_once(path, data) -> float:
+    """Seconds to write ``data`` to a new file at ``path`` in 16 MB ``os.write`` calls, leaving the
+    bytes in the page cache (no writeback started, no ``fsync``; the file is left in place, dirty)."""
+    view = memoryview(data).cast("B")
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for i in range(0, len(view), CHUNK_B):
+            os.write(fd, view[i:i + CHUNK_B])
+    finally:
+        os.close(fd)
+    return time.perf_counter() - t0
+
+
+def _fresh_copy_s(src: np.ndarray) -> float:
+    t0 = time.perf_counter()
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    return time.perf_counter() - t0
+
+
 def measure_floors(size_B: float, directory=None, repeats: int = 3) -> Floors:
-    """Measure the three floors with ``size_B`` bytes in ``directory`` (a temporary file, removed)."""
+    """Measure the floors and rates with ``size_B`` bytes in ``directory`` (temporary files, removed)."""
+    from .checksum import crc32
     n = max(int(size_B), 1)
     src = np.full(n, 7, dtype=np.uint8)
     dst = np.empty_like(src)
     dst.fill(0)                                   # touch the pages outside the timing
     copy_s = _best(lambda: np.copyto(dst, src), repeats)
+    fresh_s = min(_fresh_copy_s(src) for _ in range(repeats))
+    crc_s = _best(lambda: crc32(src), repeats)
     with tempfile.TemporaryDirectory(dir=directory, prefix="floors-") as tmp:
         path = os.path.join(tmp, "floor.bin")
 
@@ -102,11 +151,16 @@ def measure_floors(size_B: float, directory=None, repeats: int = 3) -> Floors:
             read()
             return time.perf_counter() - t0
 
+        cached = []
+        for k in range(repeats):
+            cached.append(cache_write_once(os.path.join(tmp, f"cached-{k}.bin"), src))
+            os.sync()                             # untimed: no dirty page left to slow what follows
         write_s = min(write_once(path, src) for _ in range(repeats))
         cold_s = min(read_cold() for _ in range(repeats))
         warm_s = _best(read, repeats)
     return Floors(size_B=float(n), copy_Bps=n / copy_s, write_Bps=n / write_s, read_cold_Bps=n / cold_s,
-                  read_warm_Bps=n / warm_s)
+                  read_warm_Bps=n / warm_s, cache_write_Bps=n / min(cached), fresh_copy_Bps=n / fresh_s,
+                  crc_Bps=n / crc_s)
 
 
 def with_write_rounds(floors: Floors, rounds_s) -> Floors:

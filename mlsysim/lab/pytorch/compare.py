@@ -22,7 +22,9 @@ pipelined engine too, whose copy then hides behind nothing, as no training runs 
    gets one pair per round (at most :data:`OVERHEAD_ROUNDS` rounds, engines in a rotated order).
    Overhead per checkpoint = the median over the rounds of (the run with checkpoints − the run
    without, just before it) / checkpoints: the pair shares the machine's state of the moment,
-   so a drift of the shared machine cancels.
+   so a drift of the shared machine cancels. The stall of each of those checkpoints is kept too
+   (``training_stall_s``, median): only there does the pipelined engine's copy have a forward and
+   backward pass to hide behind, timed on its own (``pass_s``).
 3. **Load.** Each engine's own loader reads its newest checkpoint ``repeats`` times, the
    files' pages dropped from the page cache first (median). DCP loads in place into a
    state of the same structure made beforehand (its normal use: the model's own tensors);
@@ -35,20 +37,24 @@ pipelined engine too, whose copy then hides behind nothing, as no training runs 
    an error — the finding this step exists to show. The byte is then flipped back: the
    checkpoints left in ``directory`` are the ones the engines wrote, every one loadable.
 
-:func:`mlsysim.checkpoint`'s prediction for this machine (measured floors as its memory
-and storage rates, see :mod:`mlsysim.lab.predict`) stands beside each engine: the
+Two predictions stand beside each engine. The refined one (``model``, :mod:`mlsysim.lab.pytorch.model`)
+adds each engine's own work to the floors, from rates measured in the same run: the page-cache
+write, the copy into new memory, this package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``).
+The first, :func:`mlsysim.checkpoint`'s (measured floors as its memory
+and storage rates, see :mod:`mlsysim.lab.predict`), is kept as ``predicted``: the
 ``sync`` strategy for the engines that block until durable, ``async`` for those that
 snapshot and persist in the background.
 """
 from __future__ import annotations
 
 import copy
+import io
 import os
 import statistics
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +67,7 @@ from .. import store
 from ..floors import Floors, measure_floors, with_write_rounds, write_once
 from ..predict import machine_from, predict
 from .engines import ALL_ENGINES, load_latest, make, newest_path
+from .model import engines_model
 from .results import ASYNC, ENGINES, recorded, targets  # noqa: F401  (read without torch; used from here too)
 from .train import TorchConfig, TorchTrainer
 
@@ -89,6 +96,8 @@ class EngineRun:
     loads_s: tuple = ()
     prune_s: float = float("nan")       # deleting the older checkpoints, after blocked and durable
     overhead_s: float = float("nan")    # training time per checkpoint (see the module's text)
+    training_stall_s: float = float("nan")   # the stall per checkpoint in the overhead runs (median)
+    model: dict = field(default_factory=dict)    # mlsysim.lab.pytorch.model's prediction for this engine
 
     def to_dict(self, floors: Floors) -> dict:
         return {"engine": self.engine, "size_B": self.size_B, "stall_s": self.stall_s,
@@ -101,7 +110,8 @@ class EngineRun:
                               "durable_s": _or_none(self.predicted_durable_s), "load_s": self.predicted_load_s},
                 "stalls_s": list(self.stalls_s), "durables_s": [_or_none(d) for d in self.durables_s],
                 "loads_s": list(self.loads_s), "prune_s": _or_none(self.prune_s),
-                "overhead_s": _or_none(self.overhead_s)}
+                "overhead_s": _or_none(self.overhead_s), "training_stall_s": _or_none(self.training_stall_s),
+                "model": dict(self.model)}
 
 
 def _or_none(x: float):
@@ -120,6 +130,9 @@ class Comparison:
     runs: tuple
     snapshot_copy_s: float = float("nan")   # this package's snapshot of the state into a ready buffer (best)
     tensors: int = 0                        # how many tensors the state holds
+    torch_crc_Bps: float = float("nan")     # torch.save's own CRC-32 of its records (a model term)
+    pass_s: float = float("nan")            # one forward and backward pass (the pipelined copy's cover)
+    terms_s: dict = field(default_factory=dict)   # the model's terms in seconds (see mlsysim.lab.pytorch.model)
 
     def run(self, engine: str) -> EngineRun:
         for r in self.runs:
@@ -131,8 +144,8 @@ class Comparison:
         f = self.floors
         rows = [{"engine": r.engine, "blocked s": r.stall_s,
                  "durable s": "never" if r.durable_s != r.durable_s else r.durable_s,
-                 "prune s": r.prune_s, "overhead s": r.overhead_s,
-                 "load s": r.load_s, "model stall s": r.predicted_stall_s,
+                 "prune s": r.prune_s, "overhead s": r.overhead_s, "stall in training s": r.training_stall_s,
+                 "load s": r.load_s, "model stall s": r.model.get("stall_s", r.predicted_stall_s),
                  "resumed exactly": r.resumed_exactly, "flipped byte": r.corruption} for r in self.runs]
         title = (f"{self.size_B / 1e6:.0f} MB of state, median of {self.repeats}; floors: copy "
                  f"{f.copy_floor_s:.3g} s, write + fsync {f.write_floor_s:.3g} s, read {f.read_floor_s:.3g} s")
@@ -150,7 +163,9 @@ class Comparison:
         return {"schema": "mlsysim.lab.torch-compare/1", "size_B": self.size_B, "repeats": self.repeats,
                 "config": vars(self.config).copy(), "floors": f.to_dict(), "copy_floor_s": f.copy_floor_s,
                 "write_floor_s": f.write_floor_s, "snapshot_copy_s": _or_none(self.snapshot_copy_s),
-                "tensors": self.tensors, "engines": [r.to_dict(f) for r in self.runs]}
+                "tensors": self.tensors, "torch_crc_Bps": _or_none(self.torch_crc_Bps),
+                "pass_s": _or_none(self.pass_s), "terms_s": dict(self.terms_s),
+                "engines": [r.to_dict(f) for r in self.runs]}
 
 
 def _flat(obj, prefix=""):
@@ -239,7 +254,7 @@ def _loaded_after_flip(kind, directory, cfg, saved, newest: Path, flipped: Path)
     return "loaded changed tensors without an error", False
 
 
-def compare(size_B: float = 16e6, engines=ENGINES, repeats: int = 3, directory=None,
+def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directory=None,
             cfg: TorchConfig | None = None, floors: Floors | None = None, progress=None) -> Comparison:
     """Checkpoint one PyTorch training state with every engine (see the module's text).
 
@@ -273,6 +288,7 @@ def compare(size_B: float = 16e6, engines=ENGINES, repeats: int = 3, directory=N
         say(f"measuring the floors with {state_B / 1e6:.0f} MB")
         floors = floors or measure_floors(state_B, root, repeats=repeats)
         snapshot_s, tensors = _snapshot_copy(state, repeats)
+        torch_crc_Bps = _torch_crc_Bps(state, repeats)
         live = {}
         try:
             for e in engines:
@@ -300,8 +316,10 @@ def compare(size_B: float = 16e6, engines=ENGINES, repeats: int = 3, directory=N
         saved = copy.deepcopy(state)         # the state every engine saved, before training goes on
         reference = [trainer.step() for _ in range(RESUME_STEPS)]
         say("overhead: training with and without checkpoints")
-        overhead = _overheads(cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
-                              min(repeats, OVERHEAD_ROUNDS))
+        overhead, in_training, pass_s = _overheads(
+            cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
+            min(repeats, OVERHEAD_ROUNDS))
+        model = engines_model(floors, torch_crc_Bps, pass_s, cores=torch.get_num_threads())
         runs = []
         for e in engines:
             say(f"loading {e}")
@@ -309,9 +327,11 @@ def compare(size_B: float = 16e6, engines=ENGINES, repeats: int = 3, directory=N
             back = TorchTrainer.from_state(loaded.state)
             resumed = [back.step() for _ in range(RESUME_STEPS)] == reference
             corruption, noticed = _corrupt(e, folders[e], cfg, saved)
-            runs.append(_engine_run(e, records[e], loads, resumed, corruption, noticed, pred, overhead[e]))
+            runs.append(_engine_run(e, records[e], loads, resumed, corruption, noticed, pred,
+                                    (overhead[e], in_training[e]), model[e]))
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
-                      snapshot_copy_s=snapshot_s, tensors=tensors)
+                      snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc_Bps, pass_s=pass_s,
+                      terms_s=model["terms"])
 
 
 def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
@@ -328,6 +348,33 @@ def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
         best = min(best, time.perf_counter() - t0)
     return best, len(lay.arrays)
 
+
+
+def _torch_crc_Bps(state, repeats: int) -> float:
+    """The rate of the CRC-32 that ``torch.save``'s zip writer computes over every record: ``torch.save``
+    of ``state`` into memory with the check on, less the same with it off (each the best of ``repeats``).
+    NaN where this torch has no such switch (``torch.utils.serialization.config``, 2.6+)."""
+    try:
+        from torch.utils.serialization import config
+    except ImportError:
+        return float("nan")
+    times, before = {}, config.save.compute_crc32
+    try:
+        for crc in (True, False):
+            config.save.compute_crc32 = crc
+            times[crc] = min(_save_to_memory_s(state) for _ in range(repeats))
+    finally:
+        config.save.compute_crc32 = before
+    size = sum(t.numel() * t.element_size() for _, t in _flat(state) if isinstance(t, torch.Tensor))
+    extra = times[True] - times[False]
+    return size / extra if extra > 0 else float("inf")
+
+
+def _save_to_memory_s(state) -> float:
+    buf = io.BytesIO()
+    t0 = time.perf_counter()
+    torch.save(state, buf)
+    return time.perf_counter() - t0
 
 
 def _median_known(values) -> float:
@@ -349,12 +396,24 @@ def _timed_run(trainer: TorchTrainer, engine=None, first_step: int = 0) -> float
     return time.perf_counter() - t0
 
 
-def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> dict:
-    """Overhead per checkpoint of each engine (see the module's text): paired runs on one trainer."""
+def _pass_s(trainer: TorchTrainer, steps: int = 3) -> float:
+    """The forward and backward time of one step (median of ``steps``): from the step's start to the
+    moment before the optimizer's update, where a pipelined checkpoint's fence waits."""
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        trainer.step(before_update=lambda: times.append(time.perf_counter() - t0))
+    return statistics.median(times)
+
+
+def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[dict, dict, float]:
+    """Overhead per checkpoint of each engine (see the module's text): paired runs on one trainer.
+    Also the median stall per checkpoint in those runs, and the forward and backward time."""
     checkpoints = (OVERHEAD_STEPS - 1) // OVERHEAD_EVERY
     trainer = TorchTrainer(cfg)
     trainer.step()                              # the optimizer's states exist from here on
-    live, diffs = {}, {e: [] for e in engines}
+    pass_s = _pass_s(trainer)
+    live, diffs, stalls = {}, {e: [] for e in engines}, {e: [] for e in engines}
     try:
         for e in engines:
             live[e] = make(e, folders[e], keep=2)
@@ -364,15 +423,20 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> dict:
             for e in engines[r % len(engines):] + engines[:r % len(engines)]:
                 plain = _timed_run(trainer)
                 diffs[e].append((_timed_run(trainer, live[e], r * OVERHEAD_STEPS) - plain) / checkpoints)
+                stalls[e] += [rec.stall_s for rec in live[e].records[-checkpoints:]]
                 os.sync()
     finally:
         for eng in live.values():
             eng.close()
-    return {e: statistics.median(d) for e, d in diffs.items()}
+    return ({e: statistics.median(d) for e, d in diffs.items()},
+            {e: statistics.median(v) for e, v in stalls.items()}, pass_s)
 
 
-def _engine_run(e: str, recs, loads, resumed: bool, corruption: str, noticed: bool, pred, overhead_s: float):
-    """One engine's :class:`EngineRun`: medians of its timed rounds beside the model's prediction."""
+def _engine_run(e: str, recs, loads, resumed: bool, corruption: str, noticed: bool, pred, in_training, model):
+    """One engine's :class:`EngineRun`: medians of its timed rounds beside the two predictions (the
+    first, ``pred``, from :func:`mlsysim.checkpoint`; ``model``, the refined one), and
+    ``in_training`` = (overhead per checkpoint, stall per checkpoint) from the overhead runs."""
+    overhead_s, training_stall_s = in_training
     never = e == "torch.save"
     return EngineRun(
         engine=e, size_B=recs[-1].size_B, stall_s=statistics.median(r.stall_s for r in recs),
@@ -381,4 +445,5 @@ def _engine_run(e: str, recs, loads, resumed: bool, corruption: str, noticed: bo
         predicted_stall_s=pred.concurrent_stall_s if e in ASYNC else pred.sync_stall_s,
         predicted_durable_s=float("nan") if never else pred.copy_s + pred.write_s, predicted_load_s=pred.restore_s,
         stalls_s=tuple(r.stall_s for r in recs), durables_s=tuple(r.durable_s for r in recs), loads_s=tuple(loads),
-        prune_s=_median_known(r.prune_s for r in recs), overhead_s=overhead_s)
+        prune_s=_median_known(r.prune_s for r in recs), overhead_s=overhead_s, training_stall_s=training_stall_s,
+        model=model)

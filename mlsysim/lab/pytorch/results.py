@@ -54,7 +54,19 @@ def targets(result) -> list[tuple[str, bool, str]]:
          f"{sync['durable_s']:.3f} s vs {write:.3f} s"),
         ("load_latest <= torch.load", sync["load_s"] <= e["torch.save"]["load_s"],
          f"{sync['load_s']:.3f} s vs {e['torch.save']['load_s']:.3f} s"),
-    ]
+    ] + _pipelined_targets(e, copy)
+
+
+def _pipelined_targets(e: dict, copy: float) -> list:
+    """The pipelined engine's, where the run has it (and the overhead runs): in training, its stall at
+    most a quarter of the copy floor, and its overhead per checkpoint at most the concurrent engine's."""
+    pipe, conc = e.get("pipelined"), e["concurrent"]
+    if pipe is None or pipe.get("training_stall_s") is None or conc.get("overhead_s") is None:
+        return []
+    return [("pipelined stall in training <= 1/4 of the copy floor", pipe["training_stall_s"] <= 0.25 * copy,
+             f"{pipe['training_stall_s']:.3f} s vs {copy:.3f} s"),
+            ("pipelined overhead <= concurrent's", pipe["overhead_s"] <= conc["overhead_s"],
+             f"{pipe['overhead_s']:.3f} s vs {conc['overhead_s']:.3f} s")]
 
 
 def predicted(size_B: float, copy_Bps: float, write_Bps: float, read_Bps: float | None = None,

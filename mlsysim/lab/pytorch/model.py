@@ -1,0 +1,99 @@
+"""Each engine of the PyTorch comparison predicted from this machine's measured rates (no torch import).
+
+The first prediction, :func:`mlsysim.checkpoint` through :func:`~mlsysim.lab.pytorch.results.predicted`,
+knows two rates, the memory copy and the disk's write + ``fsync``, and gives every blocking engine
+the same d + W. The engines do more than copy and write, and each extra step is a rate that can be
+measured on its own, as the floors are (:func:`mlsysim.lab.floors.measure_floors`). For S bytes:
+
+===================  =====================================  =================================  ==================
+engine               stall (blocked)                        durable                            load
+===================  =====================================  =================================  ==================
+``torch.save``       S/t + S/p                              never                              S/r + S/f
+``torch.save+fsync`` S/t + S/p + W                          = stall                            S/r + S/f
+``dcp``              S/t + S/p + W                          = stall                            S/r + S/f + S/c
+``dcp-async``        S/f                                    S/f + S/t + S/p + W                S/r + S/f + S/c
+``sync``             S/k + W                                = stall                            max(S/r, S/k) + S/f
+``concurrent``       S/c                                    S/c + S/k + W                      max(S/r, S/k) + S/f
+``pipelined``        S/c; in training max(0, S/c − τ)       S/c + S/k + W                      max(S/r, S/k) + S/f
+===================  =====================================  =================================  ==================
+
+c memory copy into touched memory, f copy into memory allocated just before (page faults included),
+p write into the page cache, W the write + ``fsync`` of S as the disk ran between the saves (the
+median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
+t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
+``torch.save``), r a read from the device, τ the forward and backward pass that the pipelined copy
+hides behind. ``torch.save`` and DCP's loader read into tensors they allocate (f); DCP then copies
+into the state it loads in place (c); this package's loader checksums while it reads, in a second
+thread (the longer of the two).
+
+**Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
+stall, plus, for the engines that persist beside the training, the CPU time of that work taken from
+the training's ``cores`` (the CRC-32 and the page-cache write, and DCP's staging and serialization):
+its seconds / ``cores``, as a step that runs on every core slows by 1/n of what another thread takes.
+
+Every term is a measured rate of this machine, none a fit to an engine's own timing; where an
+engine's measured time still differs, notebook 06b names what the table leaves out.
+
+>>> from mlsysim.lab.floors import Floors
+>>> f = Floors(size_B=1e9, copy_Bps=10e9, write_Bps=1e9, read_cold_Bps=2e9, read_warm_Bps=4e9,
+...            write_rounds_s=(1.0, 1.2, 1.4), cache_write_Bps=4e9, fresh_copy_Bps=4e9, crc_Bps=20e9)
+>>> e = engines_model(f, torch_crc_Bps=4e9, pass_s=0.05)
+>>> round(e["sync"]["stall_s"], 3), round(e["torch.save+fsync"]["durable_s"], 3)   # 0.05 + 1.2; 0.25 + 0.25 + 1.2
+(1.25, 1.7)
+>>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.1 - 0.05; 0.1 + 0.3/2
+(0.05, 0.25)
+"""
+from __future__ import annotations
+
+import math
+
+from ...errors import MlsysimError
+from ..floors import Floors
+from .results import ENGINES
+
+ALL = ENGINES + ("pipelined",)
+BACKGROUND = ("dcp-async", "concurrent", "pipelined")
+
+
+def _terms(f: Floors, torch_crc_Bps: float) -> dict:
+    """Seconds per term for the floors' size: the letters of the module's table."""
+    s = f.size_B
+    return {"c": s / f.copy_Bps, "f": s / f.fresh_copy_Bps, "p": s / f.cache_write_Bps, "W": f.typical_write_s,
+            "k": s / f.crc_Bps, "t": s / torch_crc_Bps, "r": s / f.read_cold_Bps}
+
+
+def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2) -> dict:
+    """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
+    ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
+
+    ``f`` the floors measured in the run (with the write rounds, the page-cache write, the copy into
+    new memory and the CRC-32 rate), ``torch_crc_Bps`` the rate of ``torch.save``'s own CRC-32,
+    ``pass_s`` the forward and backward time, ``cores`` the cores the training uses."""
+    rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps, "cache_write_Bps": f.cache_write_Bps,
+             "crc_Bps": f.crc_Bps, "read_cold_Bps": f.read_cold_Bps, "torch_crc_Bps": torch_crc_Bps}
+    for name, v in rates.items():
+        if not (v > 0):                   # NaN too: a rate the floors did not measure
+            raise MlsysimError(f"{name} must be a measured rate > 0 B/s to predict the engines, got {v!r}")
+    if not (0 <= pass_s < math.inf):
+        raise MlsysimError(f"pass_s must be a finite time >= 0 s, got {pass_s!r}")
+    if type(cores) is not int or cores < 1:
+        raise MlsysimError(f"cores must be a positive integer, got {cores!r}")
+    x = _terms(f, torch_crc_Bps)
+    own_load = max(x["r"], x["k"]) + x["f"]
+    torch_write = x["t"] + x["p"]
+    table = {
+        "torch.save": (torch_write, None, x["r"] + x["f"], 0.0),
+        "torch.save+fsync": (torch_write + x["W"], torch_write + x["W"], x["r"] + x["f"], 0.0),
+        "dcp": (torch_write + x["W"], torch_write + x["W"], x["r"] + x["f"] + x["c"], 0.0),
+        "dcp-async": (x["f"], x["f"] + torch_write + x["W"], x["r"] + x["f"] + x["c"], torch_write),
+        "sync": (x["k"] + x["W"], x["k"] + x["W"], own_load, 0.0),
+        "concurrent": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["k"] + x["p"]),
+        "pipelined": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["k"] + x["p"]),
+    }
+    out = {}
+    for e, (stall, durable, load, beside) in table.items():
+        training = max(0.0, x["c"] - pass_s) if e == "pipelined" else stall
+        out[e] = {"stall_s": stall, "durable_s": durable, "load_s": load, "training_stall_s": training,
+                  "overhead_s": training + beside / cores}
+    out["terms"] = x
+    return out
