@@ -639,7 +639,7 @@ def lab_stalls(runs=(), model=None, ax=None, title: str | None = None):
 
 ENGINE_LABELS = {"torch.save": "torch.save", "torch.save+fsync": "torch.save\n+ fsync", "dcp": "DCP save",
                  "dcp-async": "DCP\nasync_save", "sync": "sync\n(this package)",
-                 "concurrent": "concurrent\n(this package)"}
+                 "concurrent": "concurrent\n(this package)", "pipelined": "pipelined\n(this package)"}
 
 
 def lab_engines(result, ax=None, title: str | None = None):
@@ -649,7 +649,9 @@ def lab_engines(result, ax=None, title: str | None = None):
     ``result``: a run of :func:`mlsysim.lab.pytorch.compare.compare`, its ``to_dict()`` (such as
     :func:`mlsysim.lab.pytorch.results.recorded`) or :func:`mlsysim.lab.pytorch.results.predicted`.
     An engine whose checkpoint never becomes durable (``durable_s`` None or NaN: plain
-    ``torch.save``) gets a hatched, empty bar marked "never" instead of a durable bar."""
+    ``torch.save``) gets a hatched, empty bar marked "never" instead of a durable bar. Where the run
+    holds each checkpoint's stall in the training runs (``training_stall_s``), a marker shows it
+    on the stall bar: the pipelined copy hides behind a forward and backward pass only there."""
     d = result.to_dict() if hasattr(result, "to_dict") else result
     runs = d["engines"]
     fig, ax = _figure(ax, size=(8.5, 5.2))
@@ -664,7 +666,12 @@ def lab_engines(result, ax=None, title: str | None = None):
     ax.axhline(copy_s, color=PALETTE[2], ls="--", lw=1.5, label=f"copy floor ({fmt(copy_s, 's')})")
     ax.axhline(write_s, color=PALETTE[1], ls="--", lw=1.5, label=f"write + fsync floor ({fmt(write_s, 's')})")
     ax.set_yscale("log")
-    values = np.concatenate([stall, durable[~np.isnan(durable)], [copy_s, write_s]])
+    training = np.array([np.nan if r.get("training_stall_s") is None else r["training_stall_s"] for r in runs],
+                        dtype=float)
+    shown = ~np.isnan(training) & (training > 0)
+    if shown.any():
+        ax.plot(idx[shown] - width / 2, training[shown], "D", color="black", ms=5, label="stall in training")
+    values = np.concatenate([stall, durable[~np.isnan(durable)], training[shown], [copy_s, write_s]])
     lo, hi = values.min() / 3, values.max() * 2.5
     ax.set_ylim(lo, hi)
     for i in np.flatnonzero(np.isnan(durable)):

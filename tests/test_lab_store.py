@@ -240,3 +240,16 @@ def test_a_mapped_read_equals_the_copy_leaves_the_file_alone_and_refuses_a_flipp
     path.write_bytes(bytes(raw))
     with pytest.raises(CheckpointError, match=r"ckpt-000000005\.data: checksum mismatch"):
         store.read_checkpoint(tmp_path, 5, mapped=True)
+
+
+def test_chunks_hold_the_file_bytes_with_small_pieces_gathered():
+    """The sync engine writes ``chunks_of``: the same bytes as the snapshot buffer, in few writes."""
+    state = {f"norm{i}": np.full(7, i, dtype=np.float32) for i in range(200)}
+    state["big"] = np.arange(3_000_000, dtype=np.float32)          # 12 MB
+    lay = store.layout(state, 3)
+    buf = np.zeros(lay.size_B, dtype=np.uint8)
+    store.fill(buf, lay)
+    chunks = [bytes(c) for c in store.chunks_of(lay, 2 ** 20)]
+    assert b"".join(chunks) == buf.tobytes()
+    assert all(len(c) <= 2 ** 20 for c in chunks)
+    assert len(chunks) <= lay.size_B // 2 ** 20 + 3           # not one write per small tensor (201 arrays)

@@ -181,17 +181,34 @@ def _bytes(a: np.ndarray) -> memoryview:
     return memoryview(a.reshape(-1).view(np.uint8)) if a.size else memoryview(b"")
 
 
-def chunks_of(lay: Layout, chunk_B: int = CHUNK_B):
-    """The data file's bytes, read straight from the state's arrays, in chunks of ``chunk_B``."""
-    yield lay.header
+def _pieces(lay: Layout):
+    """The data file's bytes in order: the header, then each array with the padding before it."""
+    yield memoryview(lay.header)
     pos = len(lay.header)
     for a, off in zip(lay.arrays, lay.offsets):
         if off > pos:
-            yield bytes(off - pos)
+            yield memoryview(bytes(off - pos))
         mv = _bytes(a)
+        yield mv
+        pos = off + len(mv)
+
+
+def chunks_of(lay: Layout, chunk_B: int = CHUNK_B):
+    """The data file's bytes in chunks of at most ``chunk_B``: large arrays read straight from the
+    state, small pieces (header, padding, norms, counters) gathered into one chunk first, so that a
+    state of many small tensors costs a few large writes rather than one small write each."""
+    small = bytearray()
+    for mv in _pieces(lay):
+        if len(small) + len(mv) <= chunk_B:
+            small += mv
+            continue
+        if small:
+            yield small
+            small = bytearray()
         for i in range(0, len(mv), chunk_B):
             yield mv[i:i + chunk_B]
-        pos = off + len(mv)
+    if small:
+        yield small
 
 
 def fill(buffer: np.ndarray, lay: Layout, midway=None) -> None:
