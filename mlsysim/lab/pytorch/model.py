@@ -8,13 +8,13 @@ measured on its own, as the floors are (:func:`mlsysim.lab.floors.measure_floors
 ===================  =====================================  =================================  ==================
 engine               stall (blocked)                        durable                            load
 ===================  =====================================  =================================  ==================
-``torch.save``       S/t + S/p                              never                              S/r + S/f
-``torch.save+fsync`` S/t + S/p + W                          = stall                            S/r + S/f
-``dcp``              S/t + S/p + W                          = stall                            S/r + S/f + S/c
-``dcp-async``        S/f                                    S/f + S/t + S/p + W                S/r + S/f + S/c
-``sync``             S/k + W                                = stall                            max(S/r, S/k) + S/f
-``concurrent``       S/c                                    S/c + S/k + W                      max(S/r, S/k) + S/f
-``pipelined``        S/c; in training max(0, S/c − τ)       S/c + S/k + W                      max(S/r, S/k) + S/f
+``torch.save``       S/t + S/p                              never                              S/r + a
+``torch.save+fsync`` S/t + S/p + W                          = stall                            S/r + a
+``dcp``              S/t + S/p + W                          = stall                            S/r + a + S/c
+``dcp-async``        S/f                                    S/f + S/t + S/p + W                S/r + a + S/c
+``sync``             S/k + W                                = stall                            max(S/r, S/k) + a
+``concurrent``       S/c                                    S/c + S/k + W                      max(S/r, S/k) + a
+``pipelined``        S/c; in training max(0, S/c − τ)       S/c + S/k + W                      max(S/r, S/k) + a
 ===================  =====================================  =================================  ==================
 
 c memory copy into touched memory, f copy into memory allocated just before (page faults included),
@@ -22,9 +22,9 @@ p write into the page cache, W the write + ``fsync`` of S as the disk ran betwee
 median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
 ``torch.save``), r a read from the device, τ the forward and backward pass that the pipelined copy
-hides behind. ``torch.save`` and DCP's loader read into tensors they allocate (f); DCP then copies
-into the state it loads in place (c); this package's loader checksums while it reads, in a second
-thread (the longer of the two).
+hides behind. The loaders read into memory they allocate, and pay its page faults,
+a = S/f − S/c (the copy into new memory less the copy itself); DCP then copies into the state it loads
+in place (c); this package's loader checksums while it reads, in a second thread (the longer of the two).
 
 **Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
 stall, plus, for the engines that persist beside the training, the CPU time of that work taken from
@@ -79,13 +79,14 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     if type(cores) is not int or cores < 1:
         raise MlsysimError(f"cores must be a positive integer, got {cores!r}")
     x = _terms(f, torch_crc_Bps)
-    own_load = max(x["r"], x["k"]) + x["f"]
+    faults = max(0.0, x["f"] - x["c"])
+    own_load = max(x["r"], x["k"]) + faults
     torch_write = x["t"] + x["p"]
     table = {
-        "torch.save": (torch_write, None, x["r"] + x["f"], 0.0),
-        "torch.save+fsync": (torch_write + x["W"], torch_write + x["W"], x["r"] + x["f"], 0.0),
-        "dcp": (torch_write + x["W"], torch_write + x["W"], x["r"] + x["f"] + x["c"], 0.0),
-        "dcp-async": (x["f"], x["f"] + torch_write + x["W"], x["r"] + x["f"] + x["c"], torch_write),
+        "torch.save": (torch_write, None, x["r"] + faults, 0.0),
+        "torch.save+fsync": (torch_write + x["W"], torch_write + x["W"], x["r"] + faults, 0.0),
+        "dcp": (torch_write + x["W"], torch_write + x["W"], x["r"] + faults + x["c"], 0.0),
+        "dcp-async": (x["f"], x["f"] + torch_write + x["W"], x["r"] + faults + x["c"], torch_write),
         "sync": (x["k"] + x["W"], x["k"] + x["W"], own_load, 0.0),
         "concurrent": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["k"] + x["p"]),
         "pipelined": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["k"] + x["p"]),

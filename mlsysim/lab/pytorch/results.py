@@ -102,3 +102,39 @@ def predicted(size_B: float, copy_Bps: float, write_Bps: float, read_Bps: float 
     return {"schema": "mlsysim.lab.torch-compare/1", "size_B": float(size_B), "floors": floors.to_dict(),
             "copy_floor_s": floors.copy_floor_s, "write_floor_s": floors.write_floor_s, "engines": engines,
             "predicted_by": "mlsysim.checkpoint"}
+
+
+FIGURES = ("stall_s", "durable_s", "load_s", "training_stall_s", "overhead_s")
+
+
+def within_bound(measured: float, predicted: float) -> bool:
+    """Whether a prediction holds: within ±25 % of the measurement, or within a factor of 1.5 either
+    way where the measurement is under 0.1 s (timer and scheduler noise are a larger share there).
+
+    >>> within_bound(1.2, 1.0), within_bound(0.7, 1.0), within_bound(0.05, 0.07), within_bound(0.02, 0.04)
+    (True, False, True, False)
+    """
+    if measured < 0.1:
+        return predicted / 1.5 <= measured <= predicted * 1.5
+    return abs(predicted / measured - 1.0) <= 0.25
+
+
+def model_table(result) -> list[dict]:
+    """Every measured figure of a run beside its two predictions: one row per engine and figure
+    (:data:`FIGURES`) with ``measured``, ``first`` (:func:`mlsysim.checkpoint`'s, where it has one: it
+    predicts no overhead and no stall in training), ``model`` (the refined one) and whether each holds
+    (:func:`within_bound`). A run recorded before the refined model (no ``model``) gives no rows."""
+    d = result.to_dict() if hasattr(result, "to_dict") else result
+    rows = []
+    for r in d["engines"]:
+        model, first = r.get("model") or {}, r.get("predicted") or {}
+        for fig in FIGURES:
+            m, p = r.get(fig), model.get(fig)
+            if m is None or p is None:
+                continue
+            q = first.get(fig)
+            rows.append({"engine": r["engine"], "figure": fig, "measured": m, "first": q, "model": p,
+                         "model / measured": p / m if m else float("inf"), "holds": within_bound(m, p),
+                         "first holds": None if q is None else within_bound(m, q)})
+    return rows
+
