@@ -200,6 +200,8 @@ def test_static_batches_wait_for_their_longest_request():
     (dict(concurrency=1, model="llama-3.3-70b", precision="bf16"), InfeasibleError, "141 GB"),
     (dict(concurrency=1, model="llama-3.3-70b", prompt=20000, output=40000), InfeasibleError,
      "fewer than one request needs"),
+    (dict(rate=3.0, prompt=1500, engine="static", max_tokens=512), InfeasibleError,   # else never admitted
+     "1,500 tokens does not fit the engine's 512 tokens per iteration without chunked prefill"),
 ])
 def test_bad_input_names_the_input_and_the_limit(changes, error, named):
     kw = {"prompt": 128, "output": 128, "requests": 4, **changes}

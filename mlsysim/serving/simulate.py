@@ -28,9 +28,10 @@ ITL of a request is (e2e − TTFT)/(output − 1), as genai-perf and trtllm-benc
 
 **Speed.** A stretch of decode-only iterations in which nothing can be admitted and nothing
 finishes has a fixed batch and a context that grows by one token per sequence per iteration, so
-its time is summed in closed form: the simulation advances event by event, not token by token
-(benchmarks/bench_serving.py times 10,000 requests: about half a second on one core). A discrete-event
-simulator driven by profiled operators (Vidur, Agrawal et al. 2024) times every iteration from
+its time is summed in closed form, and the decoding sequences are kept relative to a common clock:
+the simulation advances event by event, not token by token, whatever the batch
+(benchmarks/bench_serving.py times 10,000 requests: under a quarter of a second on one core). A
+discrete-event simulator driven by profiled operators (Vidur, Agrawal et al. 2024) times every iteration from
 measured kernels of the target GPU; this one needs no GPU and no profile, at the price of
 analytical kernel times.
 
@@ -45,6 +46,8 @@ import numbers
 from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
+from operator import mul
 
 import numpy as np
 
@@ -198,30 +201,124 @@ def _plan(m, hw, eng: Engine, tp, precision, kv_precision, isl, osl) -> _Plan:
 
 # --- the simulation -------------------------------------------------------------------------
 class _Sim:
-    """State of one run: per-request arrays, the running set (admission order) and the queue."""
+    """State of one run: per-request lists, the running set (a dict in admission order), its
+    prefilling members (a list, same order), its decoding members and the queue.
+
+    Every decoding sequence gains one cached and one generated token per iteration, so a decoding
+    request ``i`` holds ``kv[i] − d`` and ``gen[i] − d`` for a decode clock ``d`` that counts those
+    iterations: an iteration or a closed-form stretch advances ``d`` and touches no request. The
+    batch's cached tokens are Σ(kv − d) + n·d, the next request to finish tops a heap of the ``d``
+    at which each has all its output, and, with pages allocated as sequences grow, the pages of
+    the decoding set follow from a histogram of (kv − d) modulo the page size."""
 
     def __init__(self, plan: _Plan, eng: Engine, isl, osl, arrivals, closed: int | None):
         self.p, self.e = plan, eng
-        self.isl, self.osl = isl, osl
-        n = len(isl)
-        self.arrival = arrivals
-        self.first = np.full(n, np.nan)
-        self.finish = np.full(n, np.nan)
-        self.target = isl.copy()          # tokens to prefill (prompt; after a preemption, also the output so far)
-        self.done = np.zeros(n, np.int64)  # of target, prefilled
-        self.kv = np.zeros(n, np.int64)    # tokens in the cache
-        self.gen = np.zeros(n, np.int64)   # tokens generated
-        self.pages = np.zeros(n, np.int64)
-        self.run = np.zeros(0, np.int64)
+        self.isl, self.osl, self.arrival = isl.tolist(), osl.tolist(), arrivals.tolist()
+        n = len(self.isl)
+        self.first, self.finish = [math.nan] * n, [math.nan] * n
+        self.target = list(self.isl)      # tokens to prefill (prompt; after a preemption, also the output so far)
+        self.done = [0] * n               # of target, prefilled
+        self.kv = [0] * n                 # tokens in the cache (decoding: minus d)
+        self.gen = [0] * n                # tokens generated (decoding: minus d)
+        self.pages = [0] * n              # at admission (decoding with growing pages: see _pages_of)
+        self.joined = [0] * n             # decoding: d + 1 when its prefill ended
+        self.end_at = [0] * n             # decoding: the d at which its output is complete
+        self.run, self.pre, self.dec, self.active = {}, [], set(), set()   # active: decoding, not ended
+        self.ends = []                    # heap of (end_at, id)
+        self.d, self.sx = 0, 0            # the decode clock; Σ(kv − d) over the decoding set
+        self.cnt = [0] * eng.page_tokens  # decoding sequences by (kv − d) mod page
+        self.rems = {}                    # _rem by e mod page
+        self.dec_pages, self.e_pages = 0, 0   # their pages: ⌈(kv − d + max(e_pages, joined))/page⌉ each
         self.queue = deque(range(n) if closed is None else range(closed))
         self.issued = n if closed is None else closed
         self.closed = closed is not None
         self.t, self.used, self.iterations, self.preemptions = 0.0, 0, 0, 0
-        self.t_prev = 0.0                       # when the iteration that just ended started
-        self.lingering = np.zeros(0, np.int64)  # finished, still in the batch for one step (overlap)
+        self.t_prev = 0.0                 # when the iteration that just ended started
+        self.lingering = []               # finished, still in the batch for one step (overlap)
         self.trace = ([], [], [])
         sizes = tuple(eng.graph_sizes)
         self.graphs = sizes if sizes == tuple(sorted(sizes)) else None   # ascending: found by bisection
+        it = plan.it
+        # the terms of IterationModel.time that depend on the token count alone, added in its order
+        self.base = ((it.linear_s + it.norms_s_per_token * np.arange(len(it.linear_s))) + it.comm_s
+                     + it.layer_s).tolist()
+        self.head = it.head_s.tolist()
+        self.blocks = {}                  # prompt_blocks by (chunk, cached tokens)
+        self.steps = np.arange(max(self.osl) + 1)   # j of a stretch's iterations (never more than an output)
+
+    # -- the decoding set --
+    def _time(self, rows: int, seqs: int, context: float, blocks: float, head: int, graph: bool) -> float:
+        """IterationModel.time for one iteration, on plain numbers (the same operations in the same order)."""
+        it = self.p.it
+        gpu = (self.base[rows] + self.head[head] + it.prefill_attn_s_per_block * blocks
+               + it.decode_attn_s_per_token * context + it.decode_attn_s_per_seq * seqs)
+        return gpu if graph else max(gpu, it.eager_s)
+
+    def _context(self) -> int:
+        """Tokens cached by the decoding sequences."""
+        return self.sx + len(self.dec) * self.d
+
+    def _rem(self, e: int) -> list:
+        """(−(r + e)) mod page for each residue r: what ⌈(x + e)/page⌉·page adds to x + e."""
+        page = self.e.page_tokens
+        key = e % page
+        if key not in self.rems:
+            self.rems[key] = [(-(r + key)) % page for r in range(page)]
+        return self.rems[key]
+
+    def _dec_pages_at(self, e: int) -> int:
+        """Pages of the decoding set when each covers kv − d + e tokens: Σ ⌈(x + e)/page⌉."""
+        return (self.sx + len(self.dec) * e + sum(map(mul, self.cnt, self._rem(e)))) // self.e.page_tokens
+
+    def _pages_of(self, i) -> int:
+        if i in self.dec and not self.e.reserve_whole:
+            return -(-(self.kv[i] + max(self.e_pages, self.joined[i])) // self.e.page_tokens)
+        return self.pages[i]
+
+    def _join(self, i):
+        """Request ``i`` ends its prefill: it decodes from the next iteration on."""
+        self.pre.remove(i)
+        x, g = self.kv[i] - self.d, self.gen[i] - self.d
+        self.kv[i], self.gen[i], self.joined[i] = x, g, self.d + 1
+        self.dec.add(i)
+        self.sx += x
+        if not self.e.reserve_whole:
+            self.cnt[x % self.e.page_tokens] += 1
+            self.dec_pages += self.pages[i]
+        self.end_at[i] = self.osl[i] - g
+        heappush(self.ends, (self.end_at[i], i))
+        self.active.add(i)
+
+    def _leave(self, i):
+        """Request ``i`` leaves the running set (it ended or is preempted); frees its pages."""
+        pages = self._pages_of(i)
+        self.used -= pages
+        del self.run[i]
+        if i not in self.dec:
+            self.pre.remove(i)
+            return
+        self.dec.remove(i)
+        self.active.discard(i)
+        self.sx -= self.kv[i]
+        if not self.e.reserve_whole:
+            self.cnt[self.kv[i] % self.e.page_tokens] -= 1
+            self.dec_pages -= pages
+        self.kv[i] += self.d
+        self.gen[i] += self.d
+
+    def _room(self) -> int:
+        """Fewest tokens any decoding sequence can add before it needs a page (page·pages − kv − 1),
+        its pages grown for the next token."""
+        return min(r for r, c in zip(self._rem(self.d + 1), self.cnt) if c)
+
+    def _min_left(self) -> int:
+        """max(fewest output tokens any decoding sequence has left, 1)."""
+        if self.lingering:
+            return 1
+        ends = self.ends
+        while ends[0][1] not in self.active or self.end_at[ends[0][1]] != ends[0][0]:
+            heappop(ends)
+        return max(ends[0][0] - self.d, 1)
 
     # -- admission and the iteration's tokens --
     def _cutoff(self) -> float:
@@ -231,67 +328,64 @@ class _Sim:
 
     def _pages_for(self, i) -> int:
         tokens = self.isl[i] + self.osl[i] if self.e.reserve_whole else self.target[i] + 1
-        return -(-int(tokens) // self.e.page_tokens)
+        return -(-tokens // self.e.page_tokens)
 
-    def _compose(self, decoding, prefilling=None):
-        """[(id, chunk)] of the next iteration beside the ``decoding`` ids; admits from the queue.
-        ``prefilling``: the running ids with prompt tokens left, when the caller has them."""
-        run, e, p = self.run, self.e, self.p
-        budget = p.max_tokens - len(decoding)
+    def _compose(self, n_dec: int):
+        """[(id, chunk)] of the next iteration beside ``n_dec`` decoding sequences; admits from the queue."""
+        e, p, run = self.e, self.p, self.run
+        budget = p.max_tokens - n_dec
         chunks = []
-        if prefilling is None:
-            prefilling = run[self.done[run] < self.target[run]]
-        for i in prefilling:
-            left = int(self.target[i] - self.done[i])
+        for i in self.pre:
+            left = self.target[i] - self.done[i]
             c = min(left, budget) if e.chunked_prefill else (left if left <= budget else 0)
             if c > 0:
-                chunks.append((int(i), c))
+                chunks.append((i, c))
                 budget -= c
-        if e.static and len(run):
+        if e.static and run:
             return chunks
-        new = []
-        while self.queue and budget > 0 and len(run) + len(new) < p.max_batch:
-            i = self.queue[0]
-            if self.arrival[i] > self._cutoff():
+        queue, cutoff = self.queue, self._cutoff()
+        while queue and budget > 0 and len(run) < p.max_batch:
+            i = queue[0]
+            if self.arrival[i] > cutoff:
                 break
             need = self._pages_for(i)
-            left = int(self.target[i])
+            left = self.target[i]
             if self.used + need > p.pages or (not e.chunked_prefill and left > budget):
                 break
-            self.queue.popleft()
+            queue.popleft()
             self.used += need
             self.pages[i] = need
             c = min(left, budget)
             chunks.append((i, c))
-            new.append(i)
+            run[i] = None
+            self.pre.append(i)
             budget -= c
-        if new:
-            self.run = np.concatenate([run, np.asarray(new, np.int64)])
         return chunks
 
-    def _grow_pages(self, decoding) -> np.ndarray:
+    def _grow_pages(self):
         """Pages for the decoding sequences' next token (allocated as they grow); preempts the newest
-        running requests while the cache is short. Returns the decoding ids that still run."""
-        if self.e.reserve_whole or len(decoding) == 0:
-            return decoding
-        want = -(-(self.kv[decoding] + 1) // self.e.page_tokens)
-        extra = np.maximum(want - self.pages[decoding], 0)
-        grow = int(extra.sum())
+        running requests while the cache is short."""
+        if self.e.reserve_whole or not self.dec:
+            return
+        e = self.d + 1
+        grow = self._dec_pages_at(e) - self.dec_pages
         while self.used + grow > self.p.pages and len(self.run) > 1:
-            victim = int(self.run[-1])
-            self.run = self.run[:-1]
-            self.used -= int(self.pages[victim])
-            self.pages[victim] = 0
-            self.target[victim] = self.isl[victim] + max(int(self.gen[victim]) - 1, 0)
-            self.done[victim] = self.kv[victim] = 0
-            self.queue.appendleft(victim)
-            self.preemptions += 1
-            keep = decoding != victim
-            decoding, want, extra = decoding[keep], want[keep], extra[keep]
-            grow = int(extra.sum())
-        self.pages[decoding] += extra
+            self._preempt(next(reversed(self.run)))
+            grow = self._dec_pages_at(e) - self.dec_pages
         self.used += grow
-        return decoding
+        self.dec_pages += grow
+        self.e_pages = e
+
+    def _preempt(self, victim):
+        """vLLM's recompute preemption: the victim's pages are freed and it waits at the head of the
+        queue to prefill its prompt and the output it had so far."""
+        if victim in self.lingering:
+            self.lingering.remove(victim)
+        self._leave(victim)
+        self.target[victim] = self.isl[victim] + max(self.gen[victim] - 1, 0)
+        self.done[victim] = self.kv[victim] = self.pages[victim] = 0
+        self.queue.appendleft(victim)
+        self.preemptions += 1
 
     # -- one iteration, or a stretch of identical decode-only ones --
     def _graph_rows(self, n: int):
@@ -301,39 +395,41 @@ class _Sim:
         sizes = [g for g in self.e.graph_sizes if g >= n]
         return (sizes[0], True) if sizes else (n, False)
 
+    def _prompt_blocks(self, chunk: int, before: int) -> float:
+        key = (chunk, before)
+        if key not in self.blocks:
+            self.blocks[key] = prompt_blocks(chunk, before)
+        return self.blocks[key]
+
     def step(self):
         """Run the next iteration (or a closed-form stretch of decode-only iterations)."""
-        run = self.run
-        prefilled = self.done[run] >= self.target[run]
-        decoding = self._grow_pages(run[prefilled])
-        # the prefilling ids, unless a preemption changed the running set
-        chunks = self._compose(decoding, run[~prefilled] if self.run is run else None)
-        if not chunks and len(decoding) == 0:
+        self._grow_pages()
+        n_dec = len(self.dec)
+        chunks = self._compose(n_dec)
+        if not chunks and n_dec == 0:
             self._idle()
             return
         if not chunks and self._blocked():
-            self._stretch(decoding)
+            self._stretch(n_dec)
             return
-        it = self.p.it
-        n_dec = len(decoding)
         tokens = n_dec + sum(c for _, c in chunks)
         finishing = [i for i, c in chunks if self.done[i] + c >= self.target[i]]
         rows, graph = self._graph_rows(tokens) if not chunks else (tokens, False)
-        blocks = sum(prompt_blocks(c, int(self.done[i])) for i, c in chunks)
-        dt = float(it.time(rows, n_dec, float(self.kv[decoding].sum() + n_dec), blocks,
-                           min(n_dec + len(finishing), rows), graph))
+        blocks = sum(self._prompt_blocks(c, self.done[i]) for i, c in chunks)
+        dt = self._time(rows, n_dec, float(self._context() + n_dec), blocks,
+                        min(n_dec + len(finishing), rows), graph)
         self.t_prev = self.t
         self.t += dt
         self._record(len(self.run))
         for i, c in chunks:
             self.done[i] += c
             self.kv[i] += c
-        self.kv[decoding] += 1
-        self.gen[decoding] += 1
+        self.d += 1                        # every decoding sequence: one more token cached and generated
         for i in finishing:
             if self.gen[i] == 0:           # a first prefill; a recomputed one emits nothing new
                 self.gen[i] = 1
                 self.first[i] = self.t
+            self._join(i)
         self.iterations += 1
         self._retire()
 
@@ -344,37 +440,47 @@ class _Sim:
         return self.arrival[self.queue[0]] > self._cutoff() or len(self.run) >= self.p.max_batch or self.e.static \
             or self.used + self._pages_for(self.queue[0]) > self.p.pages
 
-    def _stretch(self, decoding):
-        """k decode-only iterations at a fixed batch, summed in closed form: iteration j has
+    def _stretch(self, n: int):
+        """k decode-only iterations at a fixed batch of n, summed in closed form: iteration j has
         Σ(kv + 1) + j·n cached tokens to read, so its time is a + b·j."""
-        n = len(decoding)
-        k = max(int((self.osl[decoding] - self.gen[decoding]).min()), 1)   # 1: a lingering request leaves
+        k = self._min_left()               # 1: a lingering request leaves
         page = self.e.page_tokens
-        if not self.e.reserve_whole:    # pages grow with the cache: stop before they could run short
+        if not self.e.reserve_whole:       # pages grow with the cache: stop before they could run short
             free = self.p.pages - self.used
-            room = page * self.pages[decoding] - self.kv[decoding] - 1
-            k = min(k, page * (free // n) if free >= n else max(1, int(room.min()) + 1))
+            k = min(k, page * (free // n) if free >= n else max(1, self._room() + 1))
         rows, graph = self._graph_rows(n)
-        c0 = float(self.kv[decoding].sum() + n)
-        it = self.p.it
-        a = float(it.time(rows, n, c0, 0.0, min(n, rows), graph))
-        b = it.decode_attn_s_per_token * n
-        times = a + b * np.arange(k)
-        if self.queue and len(self.run) < self.p.max_batch and not self.e.static:
+        a = self._time(rows, n, float(self._context() + n), 0.0, min(n, rows), graph)
+        if k > 1 and self._admits_next() and self.arrival[self.queue[0]] <= self.t + a:
+            k = 1                          # the next request arrives during the first iteration
+        if k == 1:                         # what the sums of _advance give for one iteration
+            self.t_prev = self.t
+            self.t += a
+        else:
+            k = self._advance(a, self.p.it.decode_attn_s_per_token * n, k)
+        self._record(n)
+        self.d += k
+        if not self.e.reserve_whole:
+            grown = self._dec_pages_at(self.d)
+            self.used += grown - self.dec_pages
+            self.dec_pages, self.e_pages = grown, self.d
+        self.iterations += k
+        self._retire()
+
+    def _advance(self, a: float, b: float, k: int) -> int:
+        """Advance the clock over up to k iterations of a + b·j seconds, stopping after the one in which
+        the next request arrives when it could then be admitted; returns how many ran."""
+        times = a + b * self.steps[:k]
+        if self._admits_next():
             ends = self.t + np.cumsum(times)
             k = min(k, int(np.searchsorted(ends, self.arrival[self.queue[0]])) + 1)
             times = times[:k]
         self.t_prev = self.t + float(times[:-1].sum())
         self.t += float(times.sum())
-        self._record(n)
-        self.kv[decoding] += k
-        self.gen[decoding] += k
-        if not self.e.reserve_whole:
-            extra = np.maximum(-(-self.kv[decoding] // page) - self.pages[decoding], 0)
-            self.pages[decoding] += extra
-            self.used += int(extra.sum())
-        self.iterations += k
-        self._retire()
+        return k
+
+    def _admits_next(self) -> bool:
+        """Whether the head of the queue could join once it has arrived."""
+        return bool(self.queue) and len(self.run) < self.p.max_batch and not self.e.static
 
     def _idle(self):
         """Nothing runs: wait for the next arrival."""
@@ -385,20 +491,21 @@ class _Sim:
     def _retire(self):
         """Requests whose last token came out end now (their e2e); they leave the batch now, or, with
         the overlap scheduler, after the one extra step already scheduled for them."""
-        run = self.run
-        if len(self.lingering):
-            self._release(self.lingering)
-            run = self.run = run[~np.isin(run, self.lingering)]
-            self.lingering = self.lingering[:0]
-        ended = run[(self.gen[run] >= self.osl[run]) & np.isnan(self.finish[run])]
-        if len(ended) == 0:
-            return
-        self.finish[ended] = self.t
+        for i in self.lingering:
+            self._leave(i)
+        self.lingering = []
+        ends, ended = self.ends, []
+        while ends and ends[0][0] <= self.d:
+            end, i = heappop(ends)
+            if i in self.active and self.end_at[i] == end:
+                self.active.remove(i)
+                self.finish[i] = self.t
+                ended.append(i)
         if self.e.overlap:
             self.lingering = ended
         else:
-            self._release(ended)
-            self.run = run[self.gen[run] < self.osl[run]]
+            for i in ended:
+                self._leave(i)
         if self.closed:
             for _ in range(len(ended)):
                 if self.issued < len(self.isl):
@@ -406,17 +513,13 @@ class _Sim:
                     self.queue.append(self.issued)
                     self.issued += 1
 
-    def _release(self, ids):
-        self.used -= int(self.pages[ids].sum())
-        self.pages[ids] = 0
-
     def _record(self, batch: int):
         self.trace[0].append(self.t)
         self.trace[1].append(batch)
         self.trace[2].append(self.used / self.p.pages)
 
     def finished(self) -> bool:
-        return not self.queue and len(self.run) == 0 and self.issued >= len(self.isl)
+        return not self.queue and not self.run and self.issued >= len(self.isl)
 
 
 def _timeline(trace, points: int = 400) -> dict:
@@ -457,6 +560,10 @@ def serve(model, hardware, *, prompt, output, tp: int = 1, precision: str = "bf1
         raise InfeasibleError(f"{m.name} has a context window of {m.max_context:,} tokens; prompt + output "
                               f"reaches {longest:,}")
     plan = _plan(m, hw, eng, tp, precision, kv_precision, isl, osl)
+    if not eng.chunked_prefill and int(isl.max()) > plan.max_tokens:
+        raise InfeasibleError(f"a prompt of {int(isl.max()):,} tokens does not fit the engine's {plan.max_tokens:,} "
+                              f"tokens per iteration without chunked prefill: raise max_tokens or set "
+                              f"chunked_prefill=True")
     if concurrency is not None:
         arrivals = np.full(requests, np.inf)
         arrivals[:min(concurrency, requests)] = 0.0
@@ -473,19 +580,21 @@ def serve(model, hardware, *, prompt, output, tp: int = 1, precision: str = "bf1
 
 
 def _result(m, hw, tp, precision, eng, load, plan: _Plan, sim: _Sim) -> ServingRun:
-    ttft = sim.first - sim.arrival
-    e2e = sim.finish - sim.arrival
-    many = sim.osl > 1
-    itl = (sim.finish[many] - sim.first[many]) / (sim.osl[many] - 1)
-    start = float(sim.arrival.min())
-    duration = float(sim.finish.max()) - start
+    first, finish, arrival = np.asarray(sim.first), np.asarray(sim.finish), np.asarray(sim.arrival)
+    isl, osl = np.asarray(sim.isl, dtype=np.int64), np.asarray(sim.osl, dtype=np.int64)
+    ttft = first - arrival
+    e2e = finish - arrival
+    many = osl > 1
+    itl = (finish[many] - first[many]) / (osl[many] - 1)
+    start = float(arrival.min())
+    duration = float(finish.max()) - start
     return ServingRun(
         workload=m.name, hardware=hw.name, tp=int(tp), precision=precision, engine=eng.name, load=load,
-        requests=len(sim.isl), prompt_tokens=float(sim.isl.mean()), output_tokens=float(sim.osl.mean()),
+        requests=len(isl), prompt_tokens=float(isl.mean()), output_tokens=float(osl.mean()),
         max_batch=plan.max_batch, max_tokens=plan.max_tokens,
         kv_capacity_tokens=plan.pages * eng.page_tokens, duration_s=duration,
         ttft_s=_stats(ttft), itl_s=_stats(itl), e2e_s=_stats(e2e),
-        output_tokens_per_s=float(sim.osl.sum()) / duration,
-        total_tokens_per_s=float((sim.isl + sim.osl).sum()) / duration,
-        requests_per_s=len(sim.isl) / duration, preemptions=sim.preemptions, iterations=sim.iterations,
+        output_tokens_per_s=float(osl.sum()) / duration,
+        total_tokens_per_s=float((isl + osl).sum()) / duration,
+        requests_per_s=len(isl) / duration, preemptions=sim.preemptions, iterations=sim.iterations,
         timeline=_timeline(sim.trace))
