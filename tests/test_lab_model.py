@@ -8,12 +8,13 @@ from mlsysim.lab.floors import Floors
 from mlsysim.lab.pytorch.model import ALL, engines_model
 
 F = Floors(size_B=2e9, copy_Bps=10e9, write_Bps=1e9, read_cold_Bps=2e9, read_warm_Bps=4e9,
-           write_rounds_s=(2.5, 2.0, 3.0, 2.2), cache_write_Bps=4e9, fresh_copy_Bps=5e9, crc_Bps=20e9)
+           write_rounds_s=(2.5, 2.0, 3.0, 2.2), cache_write_Bps=4e9, fresh_copy_Bps=5e9,
+           fresh_copy_small_pages_Bps=2.5e9, crc_Bps=20e9)
 
 
 def test_terms_are_seconds_for_the_floors_size():
     x = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0)["terms"]
-    assert x == pytest.approx({"c": 0.2, "f": 0.4, "p": 0.5, "W": 2.35, "k": 0.1, "t": 0.5, "r": 1.0})
+    assert x == pytest.approx({"c": 0.2, "f": 0.4, "F": 0.8, "p": 0.5, "W": 2.35, "k": 0.1, "t": 0.5, "r": 1.0})
     assert F.typical_write_s == pytest.approx(2.35)      # the median of the four rounds, not the best
 
 
@@ -22,11 +23,12 @@ def test_each_engine_adds_its_own_work_to_the_floors():
     assert set(e) == set(ALL) | {"terms"}
     assert e["torch.save"]["stall_s"] == pytest.approx(1.0) and e["torch.save"]["durable_s"] is None
     assert e["torch.save+fsync"]["durable_s"] == pytest.approx(3.35) == e["dcp"]["stall_s"]
-    assert e["dcp-async"]["stall_s"] == pytest.approx(0.4) and e["dcp-async"]["durable_s"] == pytest.approx(3.75)
+    assert e["dcp-async"]["stall_s"] == pytest.approx(0.8) and e["dcp-async"]["durable_s"] == pytest.approx(4.15)
     assert e["sync"]["durable_s"] == pytest.approx(2.45)
     assert e["concurrent"]["durable_s"] == pytest.approx(2.65) == e["pipelined"]["durable_s"]
-    # loads: the read, the page faults of new memory (0.4 - 0.2), DCP's copy into the state in place
-    assert e["sync"]["load_s"] == pytest.approx(1.0 + 0.2) and e["dcp"]["load_s"] == pytest.approx(1.0 + 0.2 + 0.2)
+    # loads: the read, the page faults of new memory (NumPy's 0.4 - 0.2, PyTorch's 0.8 - 0.2), DCP's copy
+    assert e["sync"]["load_s"] == pytest.approx(1.0 + 0.2) and e["dcp"]["load_s"] == pytest.approx(1.0 + 0.6 + 0.2)
+    assert e["torch.save"]["load_s"] == pytest.approx(1.0 + 0.6)
 
 
 def test_overhead_is_the_stall_plus_the_work_beside_the_training_on_its_cores():
@@ -36,7 +38,7 @@ def test_overhead_is_the_stall_plus_the_work_beside_the_training_on_its_cores():
     assert e["pipelined"]["training_stall_s"] == 0.0                 # a 0.2 s copy behind a 1 s pass
     assert engines_model(F, 4e9, pass_s=0.05)["pipelined"]["training_stall_s"] == pytest.approx(0.15)
     one = engines_model(F, 4e9, pass_s=1.0, cores=1)
-    assert one["dcp-async"]["overhead_s"] == pytest.approx(0.4 + 1.0)
+    assert one["dcp-async"]["overhead_s"] == pytest.approx(0.8 + 1.0)
 
 
 @pytest.mark.parametrize("kw", [dict(torch_crc_Bps=math.nan, pass_s=1.0), dict(torch_crc_Bps=4e9, pass_s=-1.0),

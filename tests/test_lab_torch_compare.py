@@ -93,7 +93,7 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert plain["durable_s"] is None and plain["predicted"]["durable_s"] is None   # null, not a bare NaN
     json.loads(json.dumps(small.to_dict(), allow_nan=False))
     assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
-    assert set(d["terms_s"]) == set("cfpWktr") and all(v > 0 for v in d["terms_s"].values())
+    assert set(d["terms_s"]) == set("cfFpWktr") and all(v > 0 for v in d["terms_s"].values())
     assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0
     for r in d["engines"]:                 # the refined model beside every measured figure
         assert r["training_stall_s"] >= 0 and r["overhead_s"] is not None
@@ -105,7 +105,7 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
 def test_floors_are_rates_of_the_given_size(tmp_path):
     f = measure_floors(8e6, tmp_path, repeats=1)
     assert f.size_B == 8e6 and f.copy_Bps > f.write_Bps > 0
-    assert f.cache_write_Bps > 0 and f.fresh_copy_Bps > 0 and f.crc_Bps > 0
+    assert f.cache_write_Bps > 0 and f.fresh_copy_Bps > 0 and f.fresh_copy_small_pages_Bps > 0 and f.crc_Bps > 0
     assert f.copy_floor_s == pytest.approx(8e6 / f.copy_Bps) and f.write_floor_s == pytest.approx(8e6 / f.write_Bps)
     assert list(tmp_path.iterdir()) == []                                   # its file is removed
 

@@ -20,7 +20,11 @@ predicts each engine from them):
   a save that never syncs (``torch.save``) pays to hand its bytes to the kernel;
 * **copy into new memory** — ``np.copyto`` into a buffer allocated just before, so that every
   page is faulted in during the copy: a snapshot into freshly allocated tensors (DCP's staging)
-  or a load that allocates what it returns pays this, not the copy floor;
+  or a load that allocates what it returns pays this, not the copy floor. Timed twice, because the
+  page size sets the number of faults: into NumPy's allocation (which asks Linux for huge pages on
+  large arrays, ``madvise(MADV_HUGEPAGE)``: this package's loader) and into a plain anonymous
+  mapping, as PyTorch's CPU allocator gets it (4 KB pages unless transparent huge pages are set
+  to ``always``: PyTorch's loaders and DCP's staging);
 * **checksum** — the CRC-32 of ``size_B`` bytes with this package's implementation
   (:mod:`mlsysim.lab.checksum`), CPU time the durable engines and the verifying loader add.
 
@@ -53,6 +57,7 @@ class Floors:
     write_rounds_s: tuple = ()   # the write floor timed again between the engines' saves (see with_write_rounds)
     cache_write_Bps: float = float("nan")   # os.write into the page cache, no fsync
     fresh_copy_Bps: float = float("nan")    # copy into memory allocated just before (page faults included)
+    fresh_copy_small_pages_Bps: float = float("nan")   # the same into an anonymous mapping (PyTorch's tensors)
     crc_Bps: float = float("nan")           # this package's CRC-32
 
     @property
@@ -128,6 +133,18 @@ def _fresh_copy_s(src: np.ndarray) -> float:
     return time.perf_counter() - t0
 
 
+def _fresh_mapping_copy_s(src: np.ndarray) -> float:
+    import mmap
+    t0 = time.perf_counter()
+    m = mmap.mmap(-1, src.nbytes)
+    dst = np.frombuffer(m, dtype=np.uint8)
+    np.copyto(dst, src)
+    elapsed = time.perf_counter() - t0
+    del dst
+    m.close()
+    return elapsed
+
+
 def measure_floors(size_B: float, directory=None, repeats: int = 3) -> Floors:
     """Measure the floors and rates with ``size_B`` bytes in ``directory`` (temporary files, removed)."""
     from .checksum import crc32
@@ -137,6 +154,7 @@ def measure_floors(size_B: float, directory=None, repeats: int = 3) -> Floors:
     dst.fill(0)                                   # touch the pages outside the timing
     copy_s = _best(lambda: np.copyto(dst, src), repeats)
     fresh_s = min(_fresh_copy_s(src) for _ in range(repeats))
+    mapped_s = min(_fresh_mapping_copy_s(src) for _ in range(repeats))
     crc_s = _best(lambda: crc32(src), repeats)
     with tempfile.TemporaryDirectory(dir=directory, prefix="floors-") as tmp:
         path = os.path.join(tmp, "floor.bin")
@@ -160,6 +178,7 @@ def measure_floors(size_B: float, directory=None, repeats: int = 3) -> Floors:
         warm_s = _best(read, repeats)
     return Floors(size_B=float(n), copy_Bps=n / copy_s, write_Bps=n / write_s, read_cold_Bps=n / cold_s,
                   read_warm_Bps=n / warm_s, cache_write_Bps=n / min(cached), fresh_copy_Bps=n / fresh_s,
+                  fresh_copy_small_pages_Bps=n / mapped_s,
                   crc_Bps=n / crc_s)
 
 

@@ -8,22 +8,25 @@ measured on its own, as the floors are (:func:`mlsysim.lab.floors.measure_floors
 ===================  =====================================  =================================  ==================
 engine               stall (blocked)                        durable                            load
 ===================  =====================================  =================================  ==================
-``torch.save``       S/t + S/p                              never                              S/r + a
-``torch.save+fsync`` S/t + S/p + W                          = stall                            S/r + a
-``dcp``              S/t + S/p + W                          = stall                            S/r + a + S/c
-``dcp-async``        S/f                                    S/f + S/t + S/p + W                S/r + a + S/c
+``torch.save``       S/t + S/p                              never                              S/r + A
+``torch.save+fsync`` S/t + S/p + W                          = stall                            S/r + A
+``dcp``              S/t + S/p + W                          = stall                            S/r + A + S/c
+``dcp-async``        S/F                                    S/F + S/t + S/p + W                S/r + A + S/c
 ``sync``             S/k + W                                = stall                            max(S/r, S/k) + a
 ``concurrent``       S/c                                    S/c + S/k + W                      max(S/r, S/k) + a
 ``pipelined``        S/c; in training max(0, S/c − τ)       S/c + S/k + W                      max(S/r, S/k) + a
 ===================  =====================================  =================================  ==================
 
-c memory copy into touched memory, f copy into memory allocated just before (page faults included),
+c memory copy into touched memory, f copy into memory allocated just before by NumPy (page faults
+included, huge pages where Linux gives them), F the same into an anonymous mapping, as PyTorch
+allocates its tensors (4 KB pages unless transparent huge pages are ``always`` on),
 p write into the page cache, W the write + ``fsync`` of S as the disk ran between the saves (the
 median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
 ``torch.save``), r a read from the device, τ the forward and backward pass that the pipelined copy
-hides behind. The loaders read into memory they allocate, and pay its page faults,
-a = S/f − S/c (the copy into new memory less the copy itself); DCP then copies into the state it loads
+hides behind. The loaders read into memory they allocate, and pay its page faults: this package's
+into a NumPy buffer, a = S/f − S/c (the copy into new memory less the copy itself), PyTorch's into
+tensors, A = S/F − S/c; DCP then copies into the state it loads
 in place (c); this package's loader checksums while it reads, in a second thread (the longer of the two).
 
 **Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
@@ -36,7 +39,8 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 
 >>> from mlsysim.lab.floors import Floors
 >>> f = Floors(size_B=1e9, copy_Bps=10e9, write_Bps=1e9, read_cold_Bps=2e9, read_warm_Bps=4e9,
-...            write_rounds_s=(1.0, 1.2, 1.4), cache_write_Bps=4e9, fresh_copy_Bps=4e9, crc_Bps=20e9)
+...            write_rounds_s=(1.0, 1.2, 1.4), cache_write_Bps=4e9, fresh_copy_Bps=4e9,
+...            fresh_copy_small_pages_Bps=2e9, crc_Bps=20e9)
 >>> e = engines_model(f, torch_crc_Bps=4e9, pass_s=0.05)
 >>> round(e["sync"]["stall_s"], 3), round(e["torch.save+fsync"]["durable_s"], 3)   # 0.05 + 1.2; 0.25 + 0.25 + 1.2
 (1.25, 1.7)
@@ -58,7 +62,8 @@ BACKGROUND = ("dcp-async", "concurrent", "pipelined")
 def _terms(f: Floors, torch_crc_Bps: float) -> dict:
     """Seconds per term for the floors' size: the letters of the module's table."""
     s = f.size_B
-    return {"c": s / f.copy_Bps, "f": s / f.fresh_copy_Bps, "p": s / f.cache_write_Bps, "W": f.typical_write_s,
+    return {"c": s / f.copy_Bps, "f": s / f.fresh_copy_Bps, "F": s / f.fresh_copy_small_pages_Bps,
+            "p": s / f.cache_write_Bps, "W": f.typical_write_s,
             "k": s / f.crc_Bps, "t": s / torch_crc_Bps, "r": s / f.read_cold_Bps}
 
 
@@ -69,7 +74,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     ``f`` the floors measured in the run (with the write rounds, the page-cache write, the copy into
     new memory and the CRC-32 rate), ``torch_crc_Bps`` the rate of ``torch.save``'s own CRC-32,
     ``pass_s`` the forward and backward time, ``cores`` the cores the training uses."""
-    rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps, "cache_write_Bps": f.cache_write_Bps,
+    rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
+             "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
              "crc_Bps": f.crc_Bps, "read_cold_Bps": f.read_cold_Bps, "torch_crc_Bps": torch_crc_Bps}
     for name, v in rates.items():
         if not (v > 0):                   # NaN too: a rate the floors did not measure
@@ -79,14 +85,14 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     if type(cores) is not int or cores < 1:
         raise MlsysimError(f"cores must be a positive integer, got {cores!r}")
     x = _terms(f, torch_crc_Bps)
-    faults = max(0.0, x["f"] - x["c"])
+    faults, torch_faults = max(0.0, x["f"] - x["c"]), max(0.0, x["F"] - x["c"])
     own_load = max(x["r"], x["k"]) + faults
     torch_write = x["t"] + x["p"]
     table = {
-        "torch.save": (torch_write, None, x["r"] + faults, 0.0),
-        "torch.save+fsync": (torch_write + x["W"], torch_write + x["W"], x["r"] + faults, 0.0),
-        "dcp": (torch_write + x["W"], torch_write + x["W"], x["r"] + faults + x["c"], 0.0),
-        "dcp-async": (x["f"], x["f"] + torch_write + x["W"], x["r"] + faults + x["c"], torch_write),
+        "torch.save": (torch_write, None, x["r"] + torch_faults, 0.0),
+        "torch.save+fsync": (torch_write + x["W"], torch_write + x["W"], x["r"] + torch_faults, 0.0),
+        "dcp": (torch_write + x["W"], torch_write + x["W"], x["r"] + torch_faults + x["c"], 0.0),
+        "dcp-async": (x["F"], x["F"] + torch_write + x["W"], x["r"] + torch_faults + x["c"], torch_write),
         "sync": (x["k"] + x["W"], x["k"] + x["W"], own_load, 0.0),
         "concurrent": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["k"] + x["p"]),
         "pipelined": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["k"] + x["p"]),
