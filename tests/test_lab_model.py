@@ -32,19 +32,26 @@ def test_each_engine_adds_its_own_work_to_the_floors():
 
 
 def test_overhead_is_the_stall_plus_the_work_beside_the_training_on_its_cores():
-    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, cores=2)
+    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, cores=2, train_threads=2)
     assert e["sync"]["overhead_s"] == e["sync"]["stall_s"]
     assert e["concurrent"]["overhead_s"] == pytest.approx(0.2 + (0.1 + 0.5) / 2)
     assert e["pipelined"]["training_stall_s"] == 0.0                 # a 0.2 s copy behind a 1 s pass
+    assert e["pipelined"]["overhead_s"] == pytest.approx((0.2 + 0.1 + 0.5) / 2)   # its copy runs beside too
     assert engines_model(F, 4e9, pass_s=0.05)["pipelined"]["training_stall_s"] == pytest.approx(0.15)
     one = engines_model(F, 4e9, pass_s=1.0, cores=1)
     assert one["dcp-async"]["overhead_s"] == pytest.approx(0.8 + 1.0)
 
 
+def test_a_core_the_training_leaves_free_takes_the_work_beside_it():
+    free = engines_model(F, 4e9, pass_s=1.0, cores=2, train_threads=1)
+    assert all(free[e]["overhead_s"] == free[e]["training_stall_s"] for e in ALL)
+
+
 @pytest.mark.parametrize("kw", [dict(torch_crc_Bps=math.nan, pass_s=1.0), dict(torch_crc_Bps=4e9, pass_s=-1.0),
-                                dict(torch_crc_Bps=4e9, pass_s=1.0, cores=0)])
+                                dict(torch_crc_Bps=4e9, pass_s=1.0, cores=0),
+                                dict(torch_crc_Bps=4e9, pass_s=1.0, train_threads=1.5)])
 def test_bad_input_names_what_is_missing(kw):
-    with pytest.raises(MlsysimError, match="torch_crc_Bps|pass_s|cores"):
+    with pytest.raises(MlsysimError, match="torch_crc_Bps|pass_s|cores|train_threads"):
         engines_model(F, **kw)
 
 

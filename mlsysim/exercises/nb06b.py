@@ -14,6 +14,8 @@ SAVE_S, LOAD_S = 35.0, 12.0
 COPY_BPS, WRITE_BPS, READ_BPS = 20e9, 1.5e9, 3e9
 HOST_MEMORY_B = 256e9  # room for a snapshot of the 48 GB state
 INTERVAL_S = 600.0    # a checkpoint every 10 minutes of compute
+CACHE_WRITE_BPS, TORCH_CRC_BPS = 4e9, 4e9   # the given machine's page-cache write and torch.save's CRC-32
+PASS_S = 1.5          # the seed model's forward and backward pass on the given machine (a round figure)
 
 
 def seed_model(vocab: int = VOCAB):
@@ -57,4 +59,14 @@ EXERCISES = [
     Exercise("06b.4", "Which loader refused the checkpoint with a flipped byte: 'torch.load', 'dcp' or "
              "'load_latest'?", lambda: "load_latest",
              hint="Only a loader that checks a checksum can tell a changed byte from a right one."),
+    Exercise("06b.5", "Refined model: torch.save's stall (s) for the seed state on the given machine, whose "
+             "page-cache write runs at 4 GB/s and torch.save's own CRC-32 at 4 GB/s",
+             lambda: state_B() / TORCH_CRC_BPS + state_B() / CACHE_WRITE_BPS, rtol=0.05, unit="s",
+             hint="S/t + S/p: torch.save checksums every record, then hands it to the page cache; it never "
+                  "waits for the disk."),
+    Exercise("06b.6", "Stall (s) of the pipelined engine in training for the seed state on the given machine, "
+             "its forward and backward pass taking 1.5 s",
+             lambda: max(0.0, state_B() / COPY_BPS - PASS_S), rtol=0.05, unit="s",
+             hint="max(0, d - tau): the copy d = S / 20 GB/s runs beside the pass; training waits before the "
+                  "optimizer step for what is left."),
 ]

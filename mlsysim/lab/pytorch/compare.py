@@ -319,7 +319,8 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         overhead, in_training, pass_s = _overheads(
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
-        model = engines_model(floors, torch_crc_Bps, pass_s, cores=torch.get_num_threads())
+        model = engines_model(floors, torch_crc_Bps, pass_s, cores=os.cpu_count() or 1,
+                              train_threads=torch.get_num_threads())
         runs = []
         for e in engines:
             say(f"loading {e}")

@@ -30,9 +30,11 @@ tensors, A = S/F − S/c; DCP then copies into the state it loads
 in place (c); this package's loader checksums while it reads, in a second thread (the longer of the two).
 
 **Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
-stall, plus, for the engines that persist beside the training, the CPU time of that work taken from
-the training's ``cores`` (the CRC-32 and the page-cache write, and DCP's staging and serialization):
-its seconds / ``cores``, as a step that runs on every core slows by 1/n of what another thread takes.
+stall in training, plus, for the engines that work beside the training, the CPU time of that work
+(the CRC-32 and the page-cache write; DCP's serialization; the pipelined engine's copy) where it has
+to take a core from the training: nothing while the machine has a core the training leaves free
+(``train_threads`` < ``cores``), else its seconds / ``cores``, as a step that runs on every core
+slows by 1/n of what another thread takes. The memory bandwidth that the two share is not modelled.
 
 Every term is a measured rate of this machine, none a fit to an engine's own timing; where an
 engine's measured time still differs, notebook 06b names what the table leaves out.
@@ -41,11 +43,13 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 >>> f = Floors(size_B=1e9, copy_Bps=10e9, write_Bps=1e9, read_cold_Bps=2e9, read_warm_Bps=4e9,
 ...            write_rounds_s=(1.0, 1.2, 1.4), cache_write_Bps=4e9, fresh_copy_Bps=4e9,
 ...            fresh_copy_small_pages_Bps=2e9, crc_Bps=20e9)
->>> e = engines_model(f, torch_crc_Bps=4e9, pass_s=0.05)
+>>> e = engines_model(f, torch_crc_Bps=4e9, pass_s=0.05, cores=2, train_threads=2)
 >>> round(e["sync"]["stall_s"], 3), round(e["torch.save+fsync"]["durable_s"], 3)   # 0.05 + 1.2; 0.25 + 0.25 + 1.2
 (1.25, 1.7)
 >>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.1 - 0.05; 0.1 + 0.3/2
 (0.05, 0.25)
+>>> round(engines_model(f, 4e9, pass_s=0.05, cores=2, train_threads=1)["concurrent"]["overhead_s"], 3)  # a free core
+0.1
 """
 from __future__ import annotations
 
@@ -67,13 +71,14 @@ def _terms(f: Floors, torch_crc_Bps: float) -> dict:
             "k": s / f.crc_Bps, "t": s / torch_crc_Bps, "r": s / f.read_cold_Bps}
 
 
-def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2) -> dict:
+def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2, train_threads: int = 1) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
     ``f`` the floors measured in the run (with the write rounds, the page-cache write, the copy into
     new memory and the CRC-32 rate), ``torch_crc_Bps`` the rate of ``torch.save``'s own CRC-32,
-    ``pass_s`` the forward and backward time, ``cores`` the cores the training uses."""
+    ``pass_s`` the forward and backward time, ``cores`` the machine's cores, ``train_threads`` the
+    threads the training computes with."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
              "crc_Bps": f.crc_Bps, "read_cold_Bps": f.read_cold_Bps, "torch_crc_Bps": torch_crc_Bps}
@@ -82,8 +87,9 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
             raise MlsysimError(f"{name} must be a measured rate > 0 B/s to predict the engines, got {v!r}")
     if not (0 <= pass_s < math.inf):
         raise MlsysimError(f"pass_s must be a finite time >= 0 s, got {pass_s!r}")
-    if type(cores) is not int or cores < 1:
-        raise MlsysimError(f"cores must be a positive integer, got {cores!r}")
+    for name, v in (("cores", cores), ("train_threads", train_threads)):
+        if type(v) is not int or v < 1:
+            raise MlsysimError(f"{name} must be a positive integer, got {v!r}")
     x = _terms(f, torch_crc_Bps)
     faults, torch_faults = max(0.0, x["f"] - x["c"]), max(0.0, x["F"] - x["c"])
     own_load = max(x["r"], x["k"]) + faults
@@ -95,12 +101,13 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
         "dcp-async": (x["F"], x["F"] + torch_write + x["W"], x["r"] + torch_faults + x["c"], torch_write),
         "sync": (x["k"] + x["W"], x["k"] + x["W"], own_load, 0.0),
         "concurrent": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["k"] + x["p"]),
-        "pipelined": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["k"] + x["p"]),
+        "pipelined": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["c"] + x["k"] + x["p"]),
     }
+    share = 0.0 if train_threads < cores else 1.0 / cores     # of the work beside, what the training pays
     out = {}
     for e, (stall, durable, load, beside) in table.items():
         training = max(0.0, x["c"] - pass_s) if e == "pipelined" else stall
         out[e] = {"stall_s": stall, "durable_s": durable, "load_s": load, "training_stall_s": training,
-                  "overhead_s": training + beside / cores}
+                  "overhead_s": training + beside * share}
     out["terms"] = x
     return out
