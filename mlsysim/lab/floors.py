@@ -17,7 +17,10 @@ Three rates more, the terms the engines' own work adds to the floors (:mod:`mlsy
 predicts each engine from them):
 
 * **page-cache write** — the same 16 MB ``os.write`` calls with no writeback and no ``fsync``: what
-  a save that never syncs (``torch.save``) pays to hand its bytes to the kernel;
+  a save that never syncs (``torch.save``) pays to hand its bytes to the kernel. Timed into new
+  files that are kept (the cache grows into memory it has not used lately, as a checkpoint's file
+  does) and again into pages just freed by deleting the previous file (``cache_rewrite_Bps``): on a
+  virtual machine the first is the slower by the cost of memory the host must back again;
 * **copy into new memory** — ``np.copyto`` into a buffer allocated just before, so that every
   page is faulted in during the copy: a snapshot into freshly allocated tensors (DCP's staging)
   or a load that allocates what it returns pays this, not the copy floor. Timed twice, because the
@@ -56,6 +59,7 @@ class Floors:
     read_warm_Bps: float
     write_rounds_s: tuple = ()   # the write floor timed again between the engines' saves (see with_write_rounds)
     cache_write_Bps: float = float("nan")   # os.write into the page cache, no fsync
+    cache_rewrite_Bps: float = float("nan")  # the same into pages just freed by deleting the previous file
     fresh_copy_Bps: float = float("nan")    # copy into memory allocated just before (page faults included)
     fresh_copy_small_pages_Bps: float = float("nan")   # the same into an anonymous mapping (PyTorch's tensors)
     crc_Bps: float = float("nan")           # this package's CRC-32
@@ -169,15 +173,22 @@ def measure_floors(size_B: float, directory=None, repeats: int = 3) -> Floors:
             read()
             return time.perf_counter() - t0
 
-        cached = []
+        cached, rewritten = [], []
         for k in range(repeats):
             cached.append(cache_write_once(os.path.join(tmp, f"cached-{k}.bin"), src))
             os.sync()                             # untimed: no dirty page left to slow what follows
+        for k in range(repeats + 1):              # the first frees the kept files' pages
+            for old in os.listdir(tmp):
+                os.unlink(os.path.join(tmp, old))
+            rewritten.append(cache_write_once(os.path.join(tmp, "rewrite.bin"), src))
+        os.unlink(os.path.join(tmp, "rewrite.bin"))
+        os.sync()
         write_s = min(write_once(path, src) for _ in range(repeats))
         cold_s = min(read_cold() for _ in range(repeats))
         warm_s = _best(read, repeats)
     return Floors(size_B=float(n), copy_Bps=n / copy_s, write_Bps=n / write_s, read_cold_Bps=n / cold_s,
-                  read_warm_Bps=n / warm_s, cache_write_Bps=n / min(cached), fresh_copy_Bps=n / fresh_s,
+                  read_warm_Bps=n / warm_s, cache_write_Bps=n / min(cached),
+                  cache_rewrite_Bps=n / min(rewritten[1:]), fresh_copy_Bps=n / fresh_s,
                   fresh_copy_small_pages_Bps=n / mapped_s,
                   crc_Bps=n / crc_s)
 

@@ -288,7 +288,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         say(f"measuring the floors with {state_B / 1e6:.0f} MB")
         floors = floors or measure_floors(state_B, root, repeats=repeats)
         snapshot_s, tensors = _snapshot_copy(state, repeats)
-        torch_crc_Bps = _torch_crc_Bps(state, repeats)
+        torch_crc_Bps = _torch_crc_Bps(repeats)
         live = {}
         try:
             for e in engines:
@@ -319,8 +319,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         overhead, in_training, pass_s = _overheads(
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
-        model = engines_model(floors, torch_crc_Bps, pass_s, cores=os.cpu_count() or 1,
-                              train_threads=torch.get_num_threads())
+        model = _model(floors, torch_crc_Bps, pass_s)
         runs = []
         for e in engines:
             say(f"loading {e}")
@@ -329,10 +328,10 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             resumed = [back.step() for _ in range(RESUME_STEPS)] == reference
             corruption, noticed = _corrupt(e, folders[e], cfg, saved)
             runs.append(_engine_run(e, records[e], loads, resumed, corruption, noticed, pred,
-                                    (overhead[e], in_training[e]), model[e]))
+                                    (overhead[e], in_training[e]), model.get(e, {})))
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc_Bps, pass_s=pass_s,
-                      terms_s=model["terms"])
+                      terms_s=model.get("terms", {}))
 
 
 def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
@@ -351,24 +350,34 @@ def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
 
 
 
-def _torch_crc_Bps(state, repeats: int) -> float:
+def _model(floors: Floors, torch_crc_Bps: float, pass_s: float) -> dict:
+    """The refined model's prediction per engine, or none where a rate could not be measured."""
+    try:
+        return engines_model(floors, torch_crc_Bps, pass_s, cores=os.cpu_count() or 1,
+                             train_threads=torch.get_num_threads())
+    except MlsysimError:
+        return {}
+
+
+def _torch_crc_Bps(repeats: int, size_B: int = 64 * 2 ** 20) -> float:
     """The rate of the CRC-32 that ``torch.save``'s zip writer computes over every record: ``torch.save``
-    of ``state`` into memory with the check on, less the same with it off (each the best of ``repeats``).
-    NaN where this torch has no such switch (``torch.utils.serialization.config``, 2.6+)."""
+    of one ``size_B`` tensor into memory with the check on, less the same with it off (each the best
+    of ``repeats``, at least three). NaN where this torch has no such switch
+    (``torch.utils.serialization.config``, 2.6+) or the two cannot be told apart."""
     try:
         from torch.utils.serialization import config
     except ImportError:
         return float("nan")
+    tensor = torch.ones(size_B, dtype=torch.uint8)
     times, before = {}, config.save.compute_crc32
     try:
         for crc in (True, False):
             config.save.compute_crc32 = crc
-            times[crc] = min(_save_to_memory_s(state) for _ in range(repeats))
+            times[crc] = min(_save_to_memory_s(tensor) for _ in range(max(repeats, 3)))
     finally:
         config.save.compute_crc32 = before
-    size = sum(t.numel() * t.element_size() for _, t in _flat(state) if isinstance(t, torch.Tensor))
     extra = times[True] - times[False]
-    return size / extra if extra > 0 else float("inf")
+    return size_B / extra if extra > 0 else float("nan")
 
 
 def _save_to_memory_s(state) -> float:
