@@ -253,3 +253,24 @@ def test_chunks_hold_the_file_bytes_with_small_pieces_gathered():
     assert b"".join(chunks) == buf.tobytes()
     assert all(len(c) <= 2 ** 20 for c in chunks)
     assert len(chunks) <= lay.size_B // 2 ** 20 + 3           # not one write per small tensor (201 arrays)
+
+
+def test_free_page_reporting_is_read_from_the_balloon_device(tmp_path):
+    """A balloon device with feature bit 5 set reports free pages; another device's bits do not count."""
+    from mlsysim.lab.floors import reports_free_pages
+    drivers, devices = tmp_path / "drivers", tmp_path / "devices"
+    for name in ("virtio_balloon", "virtio_blk"):
+        (drivers / name).mkdir(parents=True)
+
+    def device(dev, driver, bits):
+        (devices / dev).mkdir(parents=True)
+        (devices / dev / "driver").symlink_to(drivers / driver)
+        (devices / dev / "features").write_text(bits + "\n")
+
+    device("virtio1", "virtio_blk", "00000100")
+    assert not reports_free_pages(str(devices))
+    device("virtio0", "virtio_balloon", "01100001")
+    assert not reports_free_pages(str(devices))           # bit 5 clear
+    (devices / "virtio0" / "features").write_text("01100101\n")
+    assert reports_free_pages(str(devices))
+    assert not reports_free_pages(str(tmp_path / "missing"))

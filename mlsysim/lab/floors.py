@@ -202,13 +202,40 @@ def with_write_rounds(floors: Floors, rounds_s) -> Floors:
                                write_rounds_s=tuple(rounds_s))
 
 
+VIRTIO_BALLOON_F_REPORTING = 5   # the feature bit of free page reporting (virtio 1.2, §5.5.3)
+
+
+def reports_free_pages(root: str = "/sys/bus/virtio/devices") -> bool:
+    """Whether this machine is a virtual machine whose balloon device reports free pages to its host
+    (Linux's free page reporting over virtio-balloon): the host may then take back memory the guest
+    freed a moment ago (Linux reports free blocks after a 2 s delay), and the next touch of it waits
+    for the host to back it again, a cost a page the guest reuses at once does not pay."""
+    try:
+        devices = os.listdir(root)
+    except OSError:
+        return False
+    for dev in devices:
+        try:
+            if os.path.basename(os.readlink(os.path.join(root, dev, "driver"))) != "virtio_balloon":
+                continue
+            with open(os.path.join(root, dev, "features")) as f:
+                bits = f.read().strip()
+        except OSError:
+            continue
+        if len(bits) > VIRTIO_BALLOON_F_REPORTING and bits[VIRTIO_BALLOON_F_REPORTING] == "1":
+            return True
+    return False
+
+
 def machine_facts(directory=None) -> dict:
     """What a recorded measurement ran on: CPU model, cores, memory, the file system of
-    ``directory`` and the operating system (Linux's /proc; fields it cannot read are left out)."""
+    ``directory``, the operating system, and whether free memory is reported back to a host
+    (:func:`reports_free_pages`) (Linux's /proc and /sys; fields it cannot read are left out)."""
     import platform
     facts = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
              "memory_B": float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
-             "system": f"{platform.system()} {platform.release()}", "python": platform.python_version()}
+             "system": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
+             "reports_free_pages": reports_free_pages()}
     try:
         with open("/proc/cpuinfo") as f:
             facts["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
