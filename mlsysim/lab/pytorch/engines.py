@@ -42,8 +42,8 @@ from .. import store
 from ..engines import ENGINES as OWN_ENGINES, Engine, SaveRecord, make_engine
 from .results import ENGINES
 
-# every engine by name: the comparison's six, and the pipelined engine, which only a run that trains
-# between its saves can show (its copy hides behind the next forward and backward pass)
+# every engine by name, as the comparison runs them: the six of the first recorded runs, and the
+# pipelined engine, whose copy hides behind the next forward and backward pass only in its training runs
 ALL_ENGINES = ENGINES + ("pipelined",)
 BASELINES = ALL_ENGINES[:4]
 _FILE = re.compile(r"^torch-(\d{9})\.pt$")
