@@ -2,8 +2,9 @@
 
 Needs the optional extra (``pip install -e .[torch]``). :func:`compare` trains the lab's
 transformer (:mod:`mlsysim.lab.pytorch.train`) for two steps, then checkpoints that one
-state with each engine of :data:`~mlsysim.lab.pytorch.results.ENGINES` (or the ones asked for; the
-pipelined engine too, whose copy then hides behind nothing, as no training runs between the saves):
+state with each engine: PyTorch's four, this package's three (or the ones asked for). In the save
+rounds no training runs between the saves, so the pipelined engine's copy hides behind nothing
+there; the overhead runs (2.) train beside it:
 
 1. **Save.** One untimed warm-up save per engine, then ``repeats`` timed rounds; in each
    round every engine saves once, in a rotated order (a shared disk drifts: no engine
