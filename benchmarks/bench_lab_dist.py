@@ -8,25 +8,34 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
 
 * the job uninterrupted with this package's sharded ``concurrent`` engine and with
   ``dcp.async_save``, both writing to storage only (no memory tier, which DCP does not have):
-  every checkpoint's stall and time to the global commit, and their medians (:func:`mlsysim.lab.distributed.launcher.run_distributed`): median stall and time to
-  the global commit of its checkpoints, with :mod:`mlsysim.lab.distributed.predict`'s prediction;
+  every checkpoint's stall and time to the global commit, and their medians
+  (:func:`mlsysim.lab.distributed.launcher.run_distributed`);
 * the three restores of :func:`mlsysim.lab.distributed.restore.measure_restores` (every rank reads the
   replicated file, each owner reads its shard, rank 0 reads and broadcasts): bytes read per
   rank and seconds, beside the prediction;
 * at the largest size, two nodes of N / 2 ranks (two ``torchrun`` agents) and a node lost: the
-  recovery from the survivor's peer memory against the recovery from durable storage.
+  recovery from the survivor's peer memory against the recovery from durable storage, and the
+  downtime per loss beside the measured start of such a job (:func:`mlsysim.lab.distributed.terms.start_s`);
+* the overhead per checkpoint of both engines: the job trains ``PLAIN`` steps without checkpoints,
+  then checkpoints every ``EVERY`` steps; each checkpoint's cycle (its stall and the steps after it)
+  less as many plain steps (:func:`mlsysim.lab.distributed.terms.overhead_per_checkpoint`).
+
+Every figure has two predictions beside it: the first (``naive``: :mod:`mlsysim.lab.distributed.predict`,
+``ms.checkpoint`` with a copy, a write and a read rate) and the refined one
+(:mod:`mlsysim.lab.distributed.terms`: the same rates with the terms the first leaves out, each
+measured in the same point: CRC-32, page-cache write, the cores the ranks share, copies of N ranks at
+once, gloo's broadcast and point-to-point rates, the job's start).
 
 Targets (:func:`mlsysim.lab.distributed.results.targets`): the sharded concurrent engine's stall is at
-most half of ``dcp.async_save``'s; at the largest size (1 GB) recovery from peer memory is at
-least 3x faster than from durable storage; the model is within x2 of the measured durable and
-restore times. A measurement, not a test: it needs the torch extra and takes tens of minutes at
+most half of ``dcp.async_save``'s; the refined model is within ±25 % of every measured figure
+(x1.5 under 0.1 s). A measurement, not a test: it needs the torch extra and takes tens of minutes at
 full size. ``--record`` stores the result as ``mlsysim/lab/distributed/data/benchmark.json``, the run the
 notebook ``06c_lab_distributed`` shows. Exit status 1 if a target is missed.
 """
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -35,55 +44,112 @@ from lab_report import finish
 
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "distributed" / "data" / "benchmark.json"
 STEPS, EVERY = 6, 2          # three checkpoints per run: the medians are over three
+PLAIN = 4                    # steps before the first checkpoint: the overhead's baseline (steps 2 to 4)
+PROBE_B = 128e6              # gloo's broadcast and pairs timed with at most this many bytes
 
 
-def _point(nproc: int, size_B: float, layers: int, say) -> dict:
+def _torch_crc_Bps(size_B: float, repeats: int = 3) -> float:
+    """The rate of ``torch.save``'s own CRC-32 (its zip writer checks every record): ``torch.save`` of a
+    tensor of ``size_B`` bytes (at most 64 MB) into memory with the check on, less the same with it off,
+    each the best of ``repeats``; infinite where the two cannot be told apart or torch has no switch."""
+    import io
+    import torch
+    try:
+        from torch.utils.serialization import config
+    except ImportError:
+        return float("inf")
+    tensor = torch.ones(int(min(size_B, 64 * 2 ** 20)), dtype=torch.uint8)
+
+    def saved_s() -> float:
+        t0 = time.perf_counter()
+        torch.save(tensor, io.BytesIO())
+        return time.perf_counter() - t0
+
+    times, before = {}, config.save.compute_crc32
+    try:
+        for crc in (True, False):
+            config.save.compute_crc32 = crc
+            times[crc] = min(saved_s() for _ in range(repeats))
+    finally:
+        config.save.compute_crc32 = before
+    extra = times[True] - times[False]
+    return tensor.numel() / extra if extra > 0 else float("inf")
+
+
+def _engine(run, naive: dict, refined: dict) -> dict:
+    return {"stall_s": run.stall_s, "durable_s": run.durable_s, "stalls_s": list(run.stalls_s),
+            "durables_s": list(run.durables_s), "overhead_s": run.overhead_s, "overheads_s": list(run.overheads_s),
+            "plain_step_s": run.plain_step_s, "predicted": {"naive": naive, "refined": refined}}
+
+
+def _scheme(s, refined_s: float) -> dict:
+    return {"scheme": s.scheme, "bytes_read_per_rank": list(s.bytes_read_per_rank),
+            "bytes_read_total": s.bytes_read_total, "checkpoint_file_B": s.checkpoint_file_B,
+            "device_bytes_per_rank": None if s.device_bytes_per_rank is None else list(s.device_bytes_per_rank),
+            "restore_s": s.restore_s, "read_s": s.read_s, "broadcast_s": s.broadcast_s, "load_s": s.load_s,
+            "verified": s.verified,
+            "cache_dropped": s.cache_dropped,
+            "predicted": {"bytes_read_per_rank": list(s.predicted.bytes_read_per_rank),
+                          "bytes_read_total": s.predicted.bytes_read_total, "restore_s": s.predicted.restore_s,
+                          "restore_cached_s": s.predicted.restore_cached_s, "refined_restore_s": refined_s}}
+
+
+def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
+    from mlsysim.lab.distributed import predict, terms
     from mlsysim.lab.distributed.restore import config_for, measure_restores
     from mlsysim.lab.distributed.launcher import run_distributed
-    cfg = config_for(size_B, 32, layers, STEPS)
-    kw = dict(nproc=nproc, steps=STEPS, every=EVERY, d_model=cfg.d_model, layers=layers)
-    say(f"{nproc} ranks, {cfg.state_B / 1e6:.0f} MB: concurrent")
-    conc = run_distributed(engine="concurrent", predict=True, memory=False, **kw)   # storage only, as DCP
-    say(f"{nproc} ranks, {cfg.state_B / 1e6:.0f} MB: dcp-async")
+    cfg = config_for(size_B, 32, layers, PLAIN + STEPS)
+    kw = dict(nproc=nproc, steps=PLAIN + STEPS, every=EVERY, d_model=cfg.d_model, layers=layers, plain_steps=PLAIN)
+    tag = f"{nproc} ranks, {cfg.state_B / 1e6:.0f} MB"
+    say(f"{tag}: concurrent")
+    conc = run_distributed(engine="concurrent", memory=False, **kw)   # storage only, as DCP
+    say(f"{tag}: dcp-async")
     dcpa = run_distributed(engine="dcp-async", **kw)
-    say(f"{nproc} ranks, {cfg.state_B / 1e6:.0f} MB: restores")
-    rest = measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None)
-    p = conc.prediction
-    schemes = [{"scheme": s.scheme, "bytes_read_per_rank": list(s.bytes_read_per_rank),
-                "bytes_read_total": s.bytes_read_total, "checkpoint_file_B": s.checkpoint_file_B,
-                "device_bytes_per_rank": None if s.device_bytes_per_rank is None else list(s.device_bytes_per_rank),
-                "restore_s": s.restore_s, "broadcast_s": s.broadcast_s, "verified": s.verified,
-                "cache_dropped": s.cache_dropped,
-                "predicted": {"bytes_read_per_rank": list(s.predicted.bytes_read_per_rank),
-                              "bytes_read_total": s.predicted.bytes_read_total, "restore_s": s.predicted.restore_s,
-                              "restore_cached_s": s.predicted.restore_cached_s}}
-               for s in rest.schemes]
-    m = rest.machine
+    say(f"{tag}: restores")
+    rest = measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None,
+                            probe_B=min(PROBE_B, cfg.state_B))
+    say(f"{tag}: the terms")
+    t = terms.measure_terms(nproc, cfg.state_B, bcast_Bps=rest.gloo["bcast_Bps"], pair_Bps=rest.gloo["pair_Bps"],
+                            latency_s=rest.gloo["latency_s"], dcp_stall_s=rest.gloo["dcp_stall_s"],
+                            dcp_durable_s=rest.gloo["dcp_durable_s"], torch_crc_Bps=_torch_crc_Bps(cfg.state_B / nproc))
+    naive_m = predict.dist_machine(t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B))
+    step_s = conc.plain_step_s
+    p = predict.predict_job(cfg.state_B, nproc, "fsdp", naive_m, interval_s=EVERY * step_s)
+    naive = {"stall_s": p.concurrent_stall_s, "durable_s": p.durable_s, "overhead_s": p.concurrent_stall_s}
+    ref = terms.refined_job(t, cfg.state_B, "fsdp")
+    schemes = [_scheme(dataclasses.replace(s, predicted=predict.predict_restore(s.scheme, cfg.state_B, nproc, naive_m)),
+                       terms.refined_restore(t, s.scheme, cfg.state_B)) for s in rest.schemes]
     return {"world_size": nproc, "state_B": cfg.state_B, "d_model": cfg.d_model, "layers": layers,
-            "concurrent": {"stall_s": conc.stall_s, "durable_s": conc.durable_s, "stalls_s": list(conc.stalls_s),
-                           "durables_s": list(conc.durables_s), "prepare_s": conc.prepare_s},
-            "dcp_async": {"stall_s": dcpa.stall_s, "durable_s": dcpa.durable_s, "stalls_s": list(dcpa.stalls_s),
-                          "durables_s": list(dcpa.durables_s)},
-            "predicted": {"concurrent_stall_s": p["concurrent_stall_s"], "durable_s": p["durable_s"],
-                          "restore_s": p["restore_s"], "rank_B": p.get("rank_B")},
-            "machine": {"copy_Bps": m.copy_Bps, "write_Bps": m.write_Bps, "read_Bps": m.read_Bps,
-                        "link_Bps": m.link_Bps},
-            "restores": schemes}
+            "concurrent": {**_engine(conc, naive, ref["concurrent"]), "prepare_s": conc.prepare_s},
+            "dcp_async": _engine(dcpa, naive, ref["dcp-async"]),
+            "predicted": {"concurrent_stall_s": p.concurrent_stall_s, "durable_s": p.durable_s,
+                          "restore_s": p.restore_s, "rank_B": p.rank_B},
+            "machine": dataclasses.asdict(naive_m), "terms": t.to_dict(), "terms_s": ref["terms"],
+            "gloo": rest.gloo, "restores": schemes}, t
 
 
-def _node_loss(nproc: int, size_B: float, layers: int, say) -> dict:
+def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
+    from mlsysim.lab.distributed import predict, terms
     from mlsysim.lab.distributed.restore import config_for
     from mlsysim.lab.distributed.launcher import run_distributed
     cfg = config_for(size_B, 32, layers, STEPS)
+    say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: the job's start")
+    start = terms.start_s(nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
     say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: a node lost")
     r = run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent", steps=STEPS, every=EVERY,
                         d_model=cfg.d_model, layers=layers)
+    naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
+        t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B)))
+    refined = terms.refined_recovery(dataclasses.replace(t, start_s=start), cfg.state_B)
     return {"world_size": nproc, "nodes": 2, "state_B": cfg.state_B, "sources": list(r.sources),
             "recovered_from": r.recovered_from, "recovery_s": r.recovery_s,
             "recovery_storage_s": r.recovery_storage_s, "resumed_exactly": r.resumed_exactly,
             "storage_bytes_read_per_rank": list(r.storage_bytes_read_per_rank),
             "peer_bytes_per_rank": list(r.peer_bytes_per_rank), "recovery_phases_s": r.recovery_phases_s,
-            "recovery_storage_phases_s": r.recovery_storage_phases_s, "downtime_s": list(r.downtime_s)}
+            "recovery_storage_phases_s": r.recovery_storage_phases_s, "downtime_s": list(r.downtime_s),
+            "start_s": start,
+            "predicted": {"naive": {"peer_memory_s": naive.peer_memory_s, "storage_s": naive.storage_s},
+                          "refined": refined}}
 
 
 def main(argv=None) -> int:
@@ -93,8 +159,6 @@ def main(argv=None) -> int:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--json", help="also write the result to this file")
     p.add_argument("--record", action="store_true", help=f"store the result as {RECORD.name} in the package")
-    p.add_argument("--node-loss-only", metavar="FILE", help="measure the node losses alone and replace them in "
-                                                           "this earlier result (its sizes and world sizes)")
     a = p.parse_args(argv)
     sizes = [float(s) * 1e6 for s in a.sizes_mb.split(",")]
     worlds = [int(n) for n in a.nproc.split(",")]
@@ -105,36 +169,25 @@ def main(argv=None) -> int:
 
     import torch
     from mlsysim.lab.floors import machine_facts
-    if a.node_loss_only:
-        d = json.loads(Path(a.node_loss_only).read_text())
-        sizes, worlds = [max(q["state_B"] for q in d["points"])], sorted({q["world_size"] for q in d["points"]})
-        d["node_loss"] = [_node_loss(n, sizes[0], d["points"][0]["layers"], say) for n in worlds if n % 2 == 0]
-        d["node_loss_date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0))
-        d["node_loss_command"] = "python benchmarks/bench_lab_dist.py " + " ".join(argv or sys.argv[1:])
-        return _report(d, a)
-    points = [_point(n, s, a.layers, say) for n in worlds for s in sizes]
-    losses = [_node_loss(n, max(sizes), a.layers, say) for n in worlds if n % 2 == 0]
-    d = {"schema": "mlsysim.lab.dist-benchmark/1", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)),
+    measured = {(n, s): _point(n, s, a.layers, say) for n in worlds for s in sizes}
+    losses = [_node_loss(n, max(sizes), a.layers, measured[n, max(sizes)][1], say) for n in worlds if n % 2 == 0]
+    d = {"schema": "mlsysim.lab.dist-benchmark/2", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)),
          "command": "python benchmarks/bench_lab_dist.py " + " ".join(argv or sys.argv[1:]),
-         "machine": {**machine_facts(None), "torch": torch.__version__}, "steps": STEPS, "every": EVERY,
-         "points": points, "node_loss": losses, "wall_s": time.time() - t0}
+         "machine": {**machine_facts(None), "torch": torch.__version__}, "steps": PLAIN + STEPS, "every": EVERY,
+         "plain_steps": PLAIN, "points": [q for q, _ in measured.values()], "node_loss": losses,
+         "wall_s": time.time() - t0}
     return _report(d, a)
 
 
 def _report(d: dict, a) -> int:
-    from mlsysim.lab.distributed.results import targets
-    points, losses = d["points"], d["node_loss"]
-    print("| ranks | state MB | concurrent stall s | dcp-async stall s | durable s (model) | sharded restore s "
-          "(model) |")
+    from mlsysim.lab.distributed.results import model_table, targets
+    print("| figure | naive s | refined s | measured s | measured / refined | holds |")
     print("|---|---|---|---|---|---|")
-    for q in points:
-        sh = next(r for r in q["restores"] if r["scheme"] == "sharded")
-        print(f"| {q['world_size']} | {q['state_B'] / 1e6:.0f} | {q['concurrent']['stall_s']:.3f} | "
-              f"{q['dcp_async']['stall_s']:.3f} | {q['concurrent']['durable_s']:.3f} "
-              f"({q['predicted']['durable_s']:.3f}) | {sh['restore_s']:.3f} ({sh['predicted']['restore_s']:.3f}) |")
-    for n in losses:
-        print(f"node lost at {n['world_size']} ranks, {n['state_B'] / 1e6:.0f} MB: {n['sources']}, peer memory "
-              f"{n['recovery_s']:.3f} s, storage {n['recovery_storage_s']:.3f} s")
+    for r in model_table(d):
+        print(f"| {r['figure']} | {r['naive_s']:.3f} | {r['refined_s']:.3f} | {r['measured_s']:.3f} | "
+              f"{r['ratio']:.2f} | {'yes' if r['holds'] else 'NO'} |" if r["naive_s"] is not None else
+              f"| {r['figure']} | - | {r['refined_s']:.3f} | {r['measured_s']:.3f} | {r['ratio']:.2f} | "
+              f"{'yes' if r['holds'] else 'NO'} |")
     return finish(targets(d), d, ([a.json] if a.json else []) + ([RECORD] if a.record else []))
 
 

@@ -154,3 +154,14 @@ def test_ddp_rank_killed_at_a_random_time(tmp_path):
 def test_a_world_size_the_batch_cannot_split_is_refused():
     with pytest.raises(MlsysimError, match="world size of 3 cannot split the global batch of 8"):
         check_world(3)
+
+
+def test_plain_steps_first_then_the_overhead_per_checkpoint(tmp_path):
+    """Four steps without checkpoints, then one every two: checkpoints at 6 and 8 only, and the
+    overhead of the one followed by two steps (6) against the plain steps' median."""
+    r = run_distributed(nproc=2, engine="concurrent", memory=False, steps=8, every=2, plain_steps=4,
+                        directory=tmp_path)
+    assert r.plain_steps == 4 and len(r.stalls_s) == len(r.durables_s) == 2
+    assert shards.global_steps(tmp_path / "reference") == [6, 8]
+    assert r.plain_step_s > 0 and len(r.overheads_s) == 1 and r.overhead_s == r.overheads_s[0]
+    assert r.to_dict()["overheads_s"] == list(r.overheads_s)

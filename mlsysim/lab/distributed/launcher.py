@@ -44,6 +44,7 @@ from pathlib import Path
 
 from ...errors import MlsysimError
 from . import shards, tiers
+from .terms import job_prediction, overhead_per_checkpoint
 
 ENGINES = ("sync", "concurrent", "dcp", "dcp-async")
 MODES = ("fsdp", "ddp")
@@ -283,10 +284,10 @@ class _Agent:
 
 
 def _worker_args(directory, steps, every, engine, mode, keep, seed, stop_after, checksums, persist_every,
-                 d_model, layers, memory_root, pause, node_pause) -> list:
+                 d_model, layers, memory_root, pause, node_pause, plain_steps=0) -> list:
     args = ["--dir", str(directory), "--steps", str(steps), "--every", str(every), "--engine", engine,
             "--mode", mode, "--keep", str(keep), "--seed", str(seed), "--persist-every", str(persist_every),
-            "--d-model", str(d_model), "--layers", str(layers)]
+            "--d-model", str(d_model), "--layers", str(layers), "--plain-steps", str(plain_steps)]
     if memory_root is not None:
         args += ["--memory-root", str(memory_root)]
     if pause:
@@ -418,7 +419,7 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
            pause: list | None = None, random_kills: int = 0, stop_after: int | None = None,
            checksums: bool = False, keep: int = 2, timeout_s: float = 180.0, seed: int = 0, *, nodes: int = 1,
            node_losses=(), replace: bool = True, memory: bool = False, memory_root=None, persist_every: int = 1,
-           d_model: int = 32, layers: int = 2) -> Attempt:
+           d_model: int = 32, layers: int = 2, plain_steps: int = 0) -> Attempt:
     """One job of ``nodes`` torchrun agents with ``nproc`` ranks each, restarted up to once per planned kill.
 
     ``random_kills``: the first attempts, in each of which a random rank is SIGKILLed at a random
@@ -428,7 +429,7 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
     ``replace=False``: no replacement joins and the job continues on the nodes left (``--nnodes
     1:nodes``; one loss at most). ``memory``: the memory and peer-memory tiers, under
     ``memory_root`` (made and removed here; default: a new directory under ``/dev/shm``).
-    """
+    ``plain_steps``: the steps trained before the first checkpoint."""
     if not has_torch():
         raise LaunchError("the distributed lab needs PyTorch, the optional extra: pip install -e '.[torch]'")
     check_nodes(nodes)
@@ -450,7 +451,7 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
     args = _worker_args(directory, steps, every, engine, mode, keep, seed, stop_after, checksums, persist_every,
                         d_model, layers, root,
                         ",".join(["-"] * random_kills + [p or "-" for p in pause]) if pause else "",
-                        ",".join(f"{n}={v.point}@{v.step}" for n, v in victims.items()))
+                        ",".join(f"{n}={v.point}@{v.step}" for n, v in victims.items()), plain_steps)
     job = _Job(directory, nproc, nodes, args, restarts, victims, replace, random_kills, seed, root, timeout_s)
     out = job.out
     try:
@@ -508,31 +509,32 @@ def node_loss_steps(steps: int, every: int, replace: bool = True) -> tuple:
 class DistributedRun:
     """Result of :func:`run_distributed`. Times in seconds, bytes in bytes.
 
-    ``world_size`` = ranks per node x ``nodes``. ``resumed_from``: the checkpoint each restart
-    resumed from, ``sources``: from which tier (``"memory"``, ``"peer-memory"``, ``"storage"``,
-    None from scratch); ``resumed_exactly``: every loss after each resume equals the uninterrupted
-    run's bit for bit (None without a kill, or when the world size changed); ``reshard_equal``:
-    after loading at ``reshard_to`` ranks every full (gathered) tensor's CRC-32 equals the saved
-    one's; ``reshard_loss_max_abs``: the largest difference between the losses at ``reshard_to``
-    ranks and the uninterrupted run's (reduction order only); ``stall_s``, ``durable_s``,
-    ``memory_stall_s``, ``memory_s``: medians over the uninterrupted run's checkpoints (the durable
-    engine's stall and seconds until durable; the memory tier's stall and seconds until the
-    checkpoint is in memory on every node, replica included); ``bytes_read_per_rank``: what each rank read
-    in the last resume. For the first recovery: ``recovered_from`` (its tier), ``recovery_s`` (the
-    slowest rank's seconds from the start of loading to training resumed),
-    ``storage_bytes_read_per_rank`` (from the durable tier only) and ``peer_bytes_per_rank``
-    (received from another node); ``recovery_storage_s``: the same job's recovery from durable
-    storage after a node loss that took both memory copies; ``recovery_phases_s``,
-    ``recovery_storage_phases_s``: those two recoveries by phase, the slowest rank's seconds
-    (``survey``: what the nodes' memory tiers hold; ``transfer``: shards sent to the nodes that
-    lack them, until written into their tiers; ``read``: the reads and checks; ``load``: into the
-    model, until every rank is done). ``stalls_s``, ``durables_s``: every checkpoint's, in order;
-    ``prepare_s``: the ``concurrent`` engine's allocation and first touch of its snapshot buffers
-    at the start of the job (rank 0; not part of any checkpoint's stall). ``downtime_s``: for each kill, the
-    seconds until the job had resumed, as the driver saw them (detection, rendezvous, new processes
-    and the recovery itself). ``reference_losses``: the
-    uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``: what
-    :mod:`mlsysim.lab.distributed.predict` predicts for this job on this machine (with ``predict=True``)."""
+    ``world_size`` = ranks per node x ``nodes``. ``resumed_from``: the checkpoint each restart resumed from,
+    ``sources``: from which tier (``"memory"``, ``"peer-memory"``, ``"storage"``, None from scratch);
+    ``resumed_exactly``: every loss after each resume equals the uninterrupted run's bit for bit (None
+    without a kill, or when the world size changed); ``reshard_equal``: after loading at ``reshard_to``
+    ranks every full (gathered) tensor's CRC-32 equals the saved one's; ``reshard_loss_max_abs``: the
+    largest difference between the losses at ``reshard_to`` ranks and the uninterrupted run's (reduction
+    order only); ``stall_s``, ``durable_s``, ``memory_stall_s``, ``memory_s``: medians over the
+    uninterrupted run's checkpoints (the durable engine's stall and seconds until durable; the memory
+    tier's stall and seconds until the checkpoint is in memory on every node, replica included);
+    ``bytes_read_per_rank``: what each rank read in the last resume. For the first recovery:
+    ``recovered_from`` (its tier), ``recovery_s`` (the slowest rank's seconds from the start of loading to
+    training resumed), ``storage_bytes_read_per_rank`` (from the durable tier only) and
+    ``peer_bytes_per_rank`` (received from another node); ``recovery_storage_s``: the same job's recovery
+    from durable storage after a node loss that took both memory copies; ``recovery_phases_s``,
+    ``recovery_storage_phases_s``: those two recoveries by phase, the slowest rank's seconds (``survey``:
+    what the nodes' memory tiers hold; ``transfer``: shards sent to the nodes that lack them, until
+    written into their tiers; ``read``: the reads and checks; ``load``: into the model, until every rank
+    is done). ``stalls_s``, ``durables_s``: every checkpoint's, in order; ``prepare_s``: the
+    ``concurrent`` engine's allocation and first touch of its snapshot buffers at the start of the job
+    (rank 0; not part of any checkpoint's stall). ``downtime_s``: for each kill, the seconds until the job
+    had resumed, as the driver saw them (detection, rendezvous, new processes and the recovery itself).
+    With ``plain_steps`` (the uninterrupted run's first steps, without checkpoints):
+    :func:`mlsysim.lab.distributed.terms.overhead_per_checkpoint`'s ``plain_step_s``, ``overheads_s`` and
+    ``overhead_s``. ``reference_losses``: the uninterrupted run's loss at steps 1, 2, ... (exact floats).
+    ``prediction``: what :mod:`mlsysim.lab.distributed.predict` predicts for this job on this machine
+    (with ``predict=True``)."""
 
     engine: str
     mode: str
@@ -571,6 +573,10 @@ class DistributedRun:
     stalls_s: tuple = ()
     durables_s: tuple = ()
     prepare_s: float | None = None
+    plain_steps: int = 0
+    plain_step_s: float | None = None
+    overheads_s: tuple = ()
+    overhead_s: float | None = None
 
     def __str__(self) -> str:
         rows = [(k, getattr(self, k)) for k in self.__dataclass_fields__ if k != "prediction"]
@@ -617,6 +623,8 @@ def _check_run(job: dict, reshard_to, kill, replace: bool, reference) -> None:
     for k in ("steps", "every", "persist_every"):
         if type(job[k]) is not int or job[k] < 1:
             raise MlsysimError(f"{k} must be a positive integer, got {job[k]!r}")
+    if job["plain_steps"] != 0 and (type(job["plain_steps"]) is not int or not 2 <= job["plain_steps"] < job["steps"]):
+        raise MlsysimError(f"plain_steps must be 0 or an integer from 2 to steps - 1, got {job['plain_steps']!r}")
     _check_kill(kill, job["nodes"], job["engine"], replace)
     if job["engine"] not in ENGINES:
         raise MlsysimError(f"engine must be one of {', '.join(ENGINES)}, got {job['engine']!r}")
@@ -631,18 +639,21 @@ def _check_run(job: dict, reshard_to, kill, replace: bool, reference) -> None:
 def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory: bool, reference, kw) -> tuple:
     """The uninterrupted run, launched or ``reference``'s: ({step: loss}, its fields of the record, events or None)."""
     if reference is not None:
-        names = ("stall_s", "durable_s", "stalls_s", "durables_s", "prepare_s", "memory_s", "memory_stall_s")
+        names = ("stall_s", "durable_s", "stalls_s", "durables_s", "prepare_s", "memory_s", "memory_stall_s",
+                 "plain_step_s", "overheads_s", "overhead_s")
         return dict(enumerate(reference.reference_losses, start=1)), {k: getattr(reference, k) for k in names}, None
     ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=None if root is None
                  else root / "reference", **kw)
     ref_losses = losses(ref.events)
+    over = overhead_per_checkpoint(ref.events, kw["every"], kw["plain_steps"]) if kw["plain_steps"] else {}
     done = [e for e in ref.events if "done" in e][-1]
     stalls, durables = tuple(done["stall_s"]), tuple(e["durable_s"] for e in ref.events if "commit" in e)
     return ref_losses, {
         "stall_s": _median(stalls), "durable_s": _median(durables), "stalls_s": stalls, "durables_s": durables,
         "prepare_s": next((e["prepared_s"] for e in ref.events if "prepared_s" in e), None),
         "memory_s": _median(done.get("memory_s") or []) if memory else None,
-        "memory_stall_s": _median(done.get("memory_stall_s") or []) if memory else None}, ref.events
+        "memory_stall_s": _median(done.get("memory_stall_s") or []) if memory else None,
+        **{k: tuple(v) if k == "overheads_s" else v for k, v in over.items()}}, ref.events
 
 
 def _killed_run(base: Path, nproc: int, steps: int, nodes: int, kill, loss_steps: tuple, replace: bool,
@@ -700,7 +711,8 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
                     reshard_to: int | None = None, directory=None, steps: int = 8, every: int = 2,
                     seed: int = 0, nodes: int = 1, persist_every: int = 1, replace: bool = True,
                     memory: bool = True, d_model: int = 32, layers: int = 2, predict: bool = False,
-                    reference: DistributedRun | None = None, timeout_s: float = 300.0) -> DistributedRun:
+                    reference: DistributedRun | None = None, timeout_s: float = 300.0,
+                    plain_steps: int = 0) -> DistributedRun:
     """Run the distributed lab: an uninterrupted job of ``nodes`` x ``nproc`` ranks; with ``kill``
     the same job killed and restarted by torchrun, compared with it bit for bit:
 
@@ -720,10 +732,12 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
     machine and add ``mlsysim.lab.distributed.predict``'s prediction for the job. ``reference``: the
     result of an earlier call for the same job (engine, mode, nodes, ranks, steps, checkpoints,
     seed, model), whose uninterrupted run is reused instead of launched again. ``directory``: where
-    the runs write (default: a temporary one, removed afterwards)."""
+    the runs write (default: a temporary one, removed afterwards). ``plain_steps``: the first steps
+    train without checkpoints, and the overhead per checkpoint is measured against them."""
     check_nodes(nodes)
     job = {"engine": engine, "mode": mode, "nodes": nodes, "world_size": nproc * nodes, "steps": steps,
-           "every": every, "persist_every": persist_every, "seed": seed, "d_model": d_model, "layers": layers}
+           "every": every, "persist_every": persist_every, "seed": seed, "d_model": d_model, "layers": layers,
+           "plain_steps": plain_steps}
     _check_run(job, reshard_to, kill, replace, reference)
     loss_steps = node_loss_steps(steps, every, replace) if kill == "node" else ()
     t0 = time.perf_counter()
@@ -737,7 +751,8 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
             if d.exists() and any(d.iterdir()) and not (d / shards.RUN_FILE).exists():
                 raise MlsysimError(f"{d} holds files this lab did not write; use another directory")
         kw = {"every": every, "engine": engine, "mode": mode, "seed": seed, "persist_every": persist_every,
-              "d_model": d_model, "layers": layers, "memory": memory, "timeout_s": timeout_s}
+              "d_model": d_model, "layers": layers, "memory": memory, "timeout_s": timeout_s,
+              "plain_steps": plain_steps}
         ref_losses, ref, ref_events = _reference_run(base, nproc, steps, nodes, root, memory, reference, kw)
         got = {"kills": (), "resumed_from": (), "resumed_exactly": None, "bytes_read_per_rank": (),
                "reshard_to": reshard_to, "reshard_equal": None, "reshard_loss_max_abs": None}
@@ -749,7 +764,7 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
             resharded, events = _resharded_run(base, nproc, reshard_to, steps, every, nodes, ref_losses, root, kw)
             got.update(resharded)
             ref_events = ref_events or events
-        prediction = _predict(ref_events, nproc * nodes, mode, every, base) if predict and ref_events else None
+        prediction = job_prediction(ref_events, nproc * nodes, mode, every, base) if predict and ref_events else None
         return DistributedRun(**job, **ref, **got, reference_losses=tuple(ref_losses[s] for s in sorted(ref_losses)),
                               wall_s=time.perf_counter() - t0, prediction=prediction,
                               memory_root=None if root is None else str(root))
@@ -783,14 +798,3 @@ def _check_reference(reference, **want) -> None:
             raise MlsysimError(f"reference is another job: its {k} is {getattr(reference, k)!r}, this one's {v!r}")
     if len(reference.reference_losses) != want["steps"]:
         raise MlsysimError("reference holds no uninterrupted run's losses")
-
-
-def _predict(events, world: int, mode: str, every: int, directory) -> dict:
-    """:func:`mlsysim.lab.distributed.predict.predict_job` for the job's state (12 B per parameter) on this
-    machine (measured in ``directory``), checkpointed every ``every`` steps of the measured median
-    step time."""
-    from .predict import measure_dist_machine, predict_job
-    params = next(e["params"] for e in events if "params" in e)
-    step_s = _median([e.get("step_s") for e in events if "loss" in e])
-    machine = measure_dist_machine(directory, size_B=16e6)
-    return asdict(predict_job(12.0 * params, world, mode, machine, interval_s=every * step_s))

@@ -16,6 +16,10 @@ checkpoint's pages from the page cache, and restores:
   ranks with ``torch.distributed.broadcast`` (gloo), as MegaScale does; the other ranks read only
   their own small file (random state, sampler, schedule).
 
+With ``--probe-B B`` the job first times gloo (a broadcast and point-to-point transfers of B bytes,
+a small collective) and DCP's fixed cost per save (:func:`mlsysim.lab.distributed.terms.gloo_probe`,
+:func:`~mlsysim.lab.distributed.terms.dcp_probe`), the terms of the refined model.
+
 Per rank it reports the bytes read from the shard files (each verified against the global
 commit record's size and CRC-32), the bytes the kernel fetched from the disk for this process
 (``read_bytes`` of ``/proc/self/io``: 0 when the page cache served the read), and the seconds
@@ -318,6 +322,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--keep-cache", action="store_true", help="do not drop the page cache before a scheme")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
+    p.add_argument("--probe-B", type=float, default=0.0, help="first time gloo with this many bytes")
     a = p.parse_args(argv)
     schemes = parse_schemes(a.scheme)
     if a.make < 0 or a.repeats < 1:
@@ -332,6 +337,11 @@ def main(argv=None) -> int:
     _say(start=0, rank=rank, pid=os.getpid())
     group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))
     base = Path(a.dir)
+    if a.probe_B > 0:
+        from .terms import dcp_probe, gloo_probe
+        probe = {**gloo_probe(group, a.probe_B), **dcp_probe(group, base / "dcp-probe")}
+        if rank == 0:
+            _say(probe=True, **probe)
     modes = [m for m in MODES if any(SCHEME_MODE[s] == m for s in schemes)]
     jobs, expected, saved = {}, {}, {}
     for mode in modes:
@@ -488,6 +498,7 @@ class RestoreComparison:
     saves: tuple
     schemes: tuple
     wall_s: float
+    gloo: dict | None = None      # gloo's measured broadcast and pair rates (terms.gloo_probe), with probe_B
 
     def scheme(self, name: str) -> SchemeRestore:
         for s in self.schemes:
@@ -535,13 +546,15 @@ def _scheme_result(ev: dict, state_B: float, world: int, machine: DistMachine) -
 
 def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int = 32, layers: int = 2,
                      directory=None, machine: DistMachine | None = None, steps: int = 1, repeats: int = 1,
-                     schemes=SCHEMES, drop_cache: bool = True, timeout_s: float = 300.0) -> RestoreComparison:
+                     schemes=SCHEMES, drop_cache: bool = True, timeout_s: float = 300.0,
+                     probe_B: float = 0.0) -> RestoreComparison:
     """Save the lab's job in DDP and FSDP mode at ``nproc`` ranks after ``steps`` steps, restore it with
     each of ``schemes`` (one ``torchrun`` launch), and set each beside the prediction for ``machine``
     (default: measured here, :func:`~mlsysim.lab.distributed.predict.measure_dist_machine`).
 
     ``size_B``: pick the width whose state is closest to it (else ``d_model``); ``schemes``: names or
-    ``"all"``; ``repeats``: each scheme's fastest (verified only if every repeat was); ``directory``: an empty or new directory to write in (default: a temporary
+    ``"all"``; ``probe_B``: first time gloo's broadcast and pairs with this many bytes
+    (:func:`~mlsysim.lab.distributed.terms.gloo_probe`, in ``gloo``); ``repeats``: each scheme's fastest (verified only if every repeat was); ``directory``: an empty or new directory to write in (default: a temporary
     one, removed afterwards)."""
     check_world(nproc)
     if type(steps) is not int or steps < 1:
@@ -562,7 +575,7 @@ def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int =
         base.mkdir(parents=True, exist_ok=True)
         args = ["--dir", base, "--scheme", ",".join(names), "--make", steps, "--layers", layers,
                 "--repeats", repeats, "--d-model", d_model] + (["--size-B", size_B] if size_B else []) \
-            + ([] if drop_cache else ["--keep-cache"])
+            + ([] if drop_cache else ["--keep-cache"]) + (["--probe-B", probe_B] if probe_B else [])
         events = run_worker(args, nproc, timeout_s)
         if machine is None:
             machine = measure_dist_machine(directory=base)
@@ -585,7 +598,9 @@ def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int =
         results.append(_scheme_result({**best, "verified": ok}, state_B, nproc, machine))
     return RestoreComparison(world_size=nproc, params=first["params"], state_B=state_B, d_model=first["d_model"],
                              layers=first["layers"], machine=machine, saves=saves, schemes=tuple(results),
-                             wall_s=time.perf_counter() - t0)
+                             wall_s=time.perf_counter() - t0,
+                             gloo=next(({k: v for k, v in e.items() if k != "probe"} for e in events if "probe" in e),
+                                       None))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ Output: JSON lines on stdout. Every rank prints ``{"start": attempt, "rank": r, 
 ``{"warning": ...}``, ``{"resumed_from": s or null, "source": "memory" | "peer-memory" |
 "storage" | null, "bytes_read": [...], "storage_bytes": [...], "memory_bytes": [...],
 "peer_bytes": [...], "recovery_s": x, ...}`` (per rank; ``recovery_s``: the slowest rank's
-seconds from the start of loading to training resumed), ``{"step": s, "loss": "<float.hex>"}``,
+seconds from the start of loading to training resumed), ``{"step": s, "loss": "<float.hex>", "t": clock}``,
 ``{"commit": s, "durable_s": y}``, ``{"memory": s, "memory_s": x}``, ``{"checksums": s,
 "crc32": {key: crc}}`` (with ``--checksums``: CRC-32 of every full, gathered tensor at each
 checkpoint and after loading) and ``{"done": true, ...}``.
@@ -739,8 +739,8 @@ def _train(r: _Rank, engine, memory_tier: MemoryTier | None) -> None:
         loss = job.step()
         s = job.step_count
         if r.rank == 0:
-            _say(step=s, loss=loss.hex(), step_s=time.perf_counter() - t_step)
-        if s % a.every == 0:
+            _say(step=s, loss=loss.hex(), step_s=time.perf_counter() - t_step, t=time.perf_counter())
+        if s % a.every == 0 and s > a.plain_steps:
             _checkpoint(r, s, engine, memory_tier)
         locked("between", s)
 
@@ -766,6 +766,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--stop-after", type=int, default=None, help="end cleanly after this step (its checkpoint done)")
     p.add_argument("--every", type=int, default=2)
+    p.add_argument("--plain-steps", type=int, default=0, help="train this many steps before the first checkpoint")
     p.add_argument("--persist-every", type=int, default=1, help="every k-th checkpoint also goes to durable storage")
     p.add_argument("--memory-root", default=None, help="the run's memory tiers (one directory per node)")
     p.add_argument("--keep", type=int, default=2)

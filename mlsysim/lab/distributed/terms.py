@@ -1,0 +1,497 @@
+"""The terms the first prediction of the distributed lab leaves out, each measured on this machine, and
+the refined prediction built from them (no PyTorch import at module level).
+
+The first prediction (:mod:`mlsysim.lab.distributed.predict`, :func:`mlsysim.checkpoint`) knows three
+rates: a memory copy, the disk's write + ``fsync`` and its read. The job does more, and on one machine
+its ranks share more than the disk. Each missing term is measured as the floors are
+(:func:`mlsysim.lab.floors.measure_floors`: the best, or for the drifting disk the median, of a few
+timings in the same run):
+
+=====  ======================================================  =====================================
+ term  what                                                    measured by
+=====  ======================================================  =====================================
+  C    cores (``os.cpu_count()``)                              the operating system
+  c_N  aggregate copy rate of N threads copying at once        :func:`parallel_copy_Bps`
+  f_N  the same into memory allocated just before (faults)     :func:`parallel_copy_Bps` (``fresh``)
+  k    this package's CRC-32 (zlib-ng), one core               :func:`~mlsysim.lab.floors.measure_floors`
+  p    ``os.write`` into the page cache, one core              :func:`~mlsysim.lab.floors.measure_floors`
+  W    the disk's write + ``fsync`` of S as it runs (median)   :func:`measure_terms` (write rounds)
+  r    a cold read from the disk                               :func:`~mlsysim.lab.floors.measure_floors`
+  W_N  the disk's write + ``fsync``, N writers at once         :func:`shared_disk` (median of rounds)
+  r_N  cold reads of N files by N readers at once              :func:`shared_disk` (best of two)
+  r_1N cold reads of the same files by each of N readers       :func:`shared_disk` (best of two)
+  g    gloo's broadcast from rank 0 to the N − 1 others        :func:`gloo_probe` (in the restore job)
+  q    gloo's point-to-point rate, N/2 pairs at once           :func:`gloo_probe` (in the restore job)
+  l    a small collective of gloo (``all_gather_object``)      :func:`gloo_probe` (best of 5)
+  d    ``dcp.async_save`` of a tiny state of as many tensors:   :func:`dcp_probe` (best of 3)
+       its call (d_s) and until durable (d_d), bytes aside
+  z    a small durable write (commit record: write, fsync,     :func:`measure_terms` (median of 5)
+       rename, fsync of the directory)
+  B    N durable writers beside N busy processes: the          :func:`beside` (per byte)
+       writers' seconds and the busy work's loss
+  T    process start and rendezvous of a torchrun job          :func:`start_s` (to the resume event)
+=====  ======================================================  =====================================
+
+**Cores shared.** N ranks run on C cores. CPU work that n threads do at once takes
+``share(n) = max(1, n / C)`` times its one-core time; while the N ranks train beside N background
+writers, n = 2N. Per-rank work done by all ranks at once is therefore ``share(N)`` times one rank's.
+
+The refined prediction, for a state of S bytes, R = S/N + E per rank (FSDP), t the CRC-32 inside
+``torch.save`` (DCP's writer), and a = 1/f_N − 1/c_N per byte (the page faults of new memory). The
+disk is shared too: where the N ranks write or read their shards at once, S / W_N and S / r_N stand
+for S / W and S / r (a single reader or writer keeps W and r).
+
+* concurrent: stall = N R / c_N; durable = stall + R (1/k + 1/p) share(2N) + S / W + 2 z + l (each
+  writer's CPU work, slowed by the training beside it, then the disk's writeback, the rank's commit
+  record and the global commit, the shard records gathered); overhead per checkpoint = stall +
+  N R (1/k + 1/p) / C (the writers' CPU time taken from training). Where :func:`beside` was measured,
+  the writers' seconds beside N busy processes (B, per byte, times S) stand for the writers' CPU work
+  and the disk's write, and the busy work's loss (per byte, times S) for N R (1/k + 1/p) / C: they hold
+  the kernel's own work for the writes (page allocation, writeback), which no one-thread rate shows;
+* dcp-async: stall = N R / f_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
+  durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
+  and scattered, metadata, the files' ``fsync``); overhead = stall + N R (1/t + 1/p) / C; without
+  :func:`dcp_probe`, d_s = 2 l and d_d = 2 z + l;
+* sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load);
+* broadcast restore: S / r + S (1/k + a) + S / g + R N / c_N (rank 0 reads and verifies, then gloo);
+* replicated restore: S / r_1N + share(N) S (1/k + a) + S N / c_N: every rank reads the same file at
+  once (the disk serves the first, the page cache the others, as measured), verifies it and copies it;
+* peer-memory recovery: R / q + share(N) R (1/f + 2/k + 1/p) + 2 z (the shard mapped, checked and
+  sent chunk by chunk, received, checked and written into the replacement's memory tier, committed),
+  then read back with its check and loaded: R (1/f + 1/k) share(N) + N R / c_N;
+* storage recovery: the sharded restore;
+* downtime per node loss: T + recovery. The rendezvous' detection of the dead node
+  (``keep_alive_interval`` x ``keep_alive_max_attempt`` of :data:`~mlsysim.lab.distributed.launcher.RDZV_CONF`,
+  :data:`DETECT_S`) runs while the replacement agent and the new workers start, and is hidden in T.
+
+>>> t = Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
+...           crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
+>>> j = refined_job(t, 1e9, "fsdp")
+>>> round(j["concurrent"]["stall_s"], 3), round(j["concurrent"]["durable_s"], 3)   # 0.1 + 0.15 x 2 + 1.0
+(0.1, 1.4)
+>>> round(j["concurrent"]["overhead_s"], 3)     # 0.1 + 2 x 0.5 GB x (1/20 + 1/4) s/GB / 2 cores
+0.25
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...checkpoint import EXTRAS_PER_RANK_B
+from ...errors import MlsysimError, check_integer, check_positive
+
+#: the rendezvous' detection of a dead node, seconds: keep_alive_interval (1 s) x keep_alive_max_attempt (2),
+#: as :data:`mlsysim.lab.distributed.launcher.RDZV_CONF` sets them
+DETECT_S = 2.0
+
+
+def share(threads: int, cores: int) -> float:
+    """How much longer CPU work takes when ``threads`` runnable threads share ``cores`` cores.
+
+    >>> share(4, 2), share(1, 2)
+    (2.0, 1.0)
+    """
+    check_integer("threads", threads)
+    check_integer("cores", cores)
+    return max(1.0, threads / cores)
+
+
+@dataclass(frozen=True)
+class Terms:
+    """This machine's measured rates for a job of ``world`` ranks, bytes per second (see the module's
+    table); ``start_s``: a torchrun job's start to its resume event, seconds (None: not measured)."""
+
+    cores: int
+    world: int
+    copy_Bps: float
+    parallel_copy_Bps: float
+    parallel_fresh_Bps: float
+    fresh_copy_Bps: float
+    crc_Bps: float
+    cache_write_Bps: float
+    write_Bps: float
+    read_cold_Bps: float
+    sync_s: float = 0.0
+    shared_write_Bps: float | None = None
+    shared_read_Bps: float | None = None
+    same_read_Bps: float | None = None
+    bcast_Bps: float | None = None
+    pair_Bps: float | None = None
+    latency_s: float = 0.0
+    dcp_stall_s: float | None = None
+    dcp_durable_s: float | None = None
+    beside_write_s_per_B: float | None = None
+    beside_loss_s_per_B: float | None = None
+    torch_crc_Bps: float | None = None
+    start_s: float | None = None
+
+    def __post_init__(self):
+        check_integer("cores", self.cores)
+        check_integer("world", self.world)
+        for k in ("copy_Bps", "parallel_copy_Bps", "parallel_fresh_Bps", "fresh_copy_Bps", "crc_Bps",
+                  "cache_write_Bps", "write_Bps", "read_cold_Bps"):
+            v = getattr(self, k)
+            if not (isinstance(v, (int, float)) and 0 < v < math.inf):
+                raise MlsysimError(f"{k} must be a measured rate > 0 B/s, got {v!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parallel_copy_Bps(size_B: float, threads: int, fresh: bool = False, repeats: int = 3) -> float:
+    """Bytes per second of ``threads`` threads each copying ``size_B / threads`` bytes at once
+    (``np.copyto`` releases the GIL), into touched memory or, with ``fresh``, into memory allocated
+    just before (its page faults included); the best of ``repeats``."""
+    check_positive("size_B", size_B)
+    check_integer("threads", threads)
+    n = max(int(size_B) // threads, 1)
+    srcs = [np.full(n, 7, dtype=np.uint8) for _ in range(threads)]
+    dsts = [np.zeros(n, dtype=np.uint8) for _ in range(threads)]
+
+    def one(i):
+        dst = np.empty_like(srcs[i]) if fresh else dsts[i]
+        np.copyto(dst, srcs[i])
+
+    best = math.inf
+    for _ in range(repeats):
+        pool = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
+        t0 = time.perf_counter()
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join()
+        best = min(best, time.perf_counter() - t0)
+    return n * threads / best
+
+
+def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, **measured) -> Terms:
+    """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at 256 MB) in ``directory``:
+    the floors, ``rounds`` more write + ``fsync`` timings (the disk's rate is their median), the
+    aggregate copies of ``world`` threads. ``measured``: terms measured elsewhere (``bcast_Bps``,
+    ``pair_Bps``, ``torch_crc_Bps``, ``start_s``)."""
+    from ..floors import measure_floors, write_once
+    check_integer("world", world)
+    check_positive("size_B", size_B)
+    size = min(float(size_B), 256e6)
+    f = measure_floors(size, directory)
+    with tempfile.TemporaryDirectory(dir=directory, prefix="terms-") as tmp:
+        data = np.full(int(size), 7, dtype=np.uint8)
+        times = [write_once(os.path.join(tmp, f"w{i}.bin"), data) for i in range(rounds)]
+        sync = statistics.median(_small_durable_s(Path(tmp) / f"c{i}.json") for i in range(5))
+        shared_w, shared_r, same_r = shared_disk(tmp, size, world, rounds)
+        b = beside(tmp, size, world)
+    return Terms(cores=os.cpu_count() or 1, world=world, copy_Bps=f.copy_Bps,
+                 parallel_copy_Bps=parallel_copy_Bps(size, world),
+                 parallel_fresh_Bps=parallel_copy_Bps(size, world, fresh=True), fresh_copy_Bps=f.fresh_copy_Bps,
+                 crc_Bps=f.crc_Bps, cache_write_Bps=f.cache_write_Bps, write_Bps=size / statistics.median(times),
+                 read_cold_Bps=f.read_cold_Bps, sync_s=sync, shared_write_Bps=shared_w, shared_read_Bps=shared_r,
+                 same_read_Bps=same_r, beside_write_s_per_B=b["writers_beside_s"] / b["size_B"],
+                 beside_loss_s_per_B=b["loss_s"] / b["size_B"], **measured)
+
+
+def shared_disk(directory, size_B: float, world: int, rounds: int = 3) -> tuple[float, float, float]:
+    """(write, read, same-file read) bytes per second of the disk shared by ``world`` threads at once,
+    each writing (:func:`mlsysim.lab.floors.write_once`: 16 MB writes, writeback started, ``fsync``)
+    then reading cold (pages dropped first) a file of ``size_B / world`` bytes in ``directory``: the
+    median of ``rounds`` writes (the disk drifts), the best of two reads; then every thread reading
+    all the files, cold, at once (``size_B`` / the time until all have them; best of two)."""
+    from ...measure import drop_page_cache
+    from ..floors import write_once
+    check_integer("world", world)
+    n = max(int(size_B) // world, 1)
+    data = np.full(n, 7, dtype=np.uint8)
+    bufs = [np.zeros(n, dtype=np.uint8) for _ in range(world)]
+    paths = [os.path.join(directory, f"shared-{i}.bin") for i in range(world)]
+
+    def together(fn) -> float:
+        pool = [threading.Thread(target=fn, args=(i,)) for i in range(world)]
+        t0 = time.perf_counter()
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join()
+        return time.perf_counter() - t0
+
+    def read(i):
+        with open(paths[i], "rb", buffering=0) as f:
+            f.readinto(memoryview(bufs[i]))
+
+    def read_all(i):
+        for p in paths:
+            with open(p, "rb", buffering=0) as f:
+                f.readinto(memoryview(bufs[i]))
+
+    def cold(fn) -> float:
+        for p in paths:
+            drop_page_cache(p)
+        return together(fn)
+
+    writes = [together(lambda i: write_once(paths[i], data)) for _ in range(rounds)]
+    reads = min(cold(read) for _ in range(2))
+    same = min(cold(read_all) for _ in range(2))
+    return n * world / statistics.median(writes), n * world / reads, n * world / same
+
+
+def _spin(k: int, out) -> None:
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(k):
+        x += i * i
+    out.put(time.perf_counter() - t0)
+
+
+def beside(directory, size_B: float, world: int) -> dict:
+    """N (``world``) threads each write ``size_B / world`` bytes durably (:func:`mlsysim.lab.store.write_durable`:
+    CRC-32, 16 MB writes, writeback, ``fsync``) alone, then beside ``world`` processes that each spin
+    (pure Python, one core each) for three times that long (the median of three). Returns ``writers_alone_s``,
+    ``writers_beside_s`` (the writers' seconds with the spinners beside them), ``loss_s`` (how much
+    longer the slowest spinner took than alone) and ``size_B``: what N ranks training and N writers
+    on this machine's cores do to each other, the kernel's work for the writes included."""
+    import multiprocessing
+    from ..store import write_durable
+    check_integer("world", world)
+    n = max(int(size_B) // world, 1)
+    data = np.full(n, 7, dtype=np.uint8)
+    ctx = multiprocessing.get_context("fork")
+
+    def writers() -> float:
+        pool = [threading.Thread(target=write_durable, args=(Path(directory) / f"beside-{i}.bin", [data]))
+                for i in range(world)]
+        t0 = time.perf_counter()
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join()
+        return time.perf_counter() - t0
+
+    alone = min(writers() for _ in range(2))
+    t0 = time.perf_counter()
+    _spin(10 ** 6, ctx.SimpleQueue())
+    k = int(3 * max(alone, 0.05) / ((time.perf_counter() - t0) / 10 ** 6)) + 1
+
+    def spinners(with_writers: bool) -> tuple[float, float | None]:
+        q = ctx.SimpleQueue()
+        procs = [ctx.Process(target=_spin, args=(k, q)) for _ in range(world)]
+        for pr in procs:
+            pr.start()
+        time.sleep(0.05)                                   # the spinners run before the writers start
+        w = writers() if with_writers else None
+        spun = max(q.get() for _ in procs)
+        for pr in procs:
+            pr.join()
+        return spun, w
+
+    base = min(spinners(False)[0] for _ in range(2))
+    runs = sorted(spinners(True) for _ in range(3))           # the median run, by the spinners' loss
+    spun, w = runs[1]
+    return {"size_B": float(n * world), "writers_alone_s": alone, "writers_beside_s": w,
+            "loss_s": max(0.0, spun - base)}
+
+
+def _small_durable_s(path) -> float:
+    """Seconds of :func:`mlsysim.lab.store.write_durable` of a 200-byte record (a commit record's size)."""
+    from ..store import write_durable
+    t0 = time.perf_counter()
+    write_durable(path, [b"{" + b"0" * 198 + b"}"])
+    return time.perf_counter() - t0
+
+
+def _sizes(t: Terms, size_B: float, mode: str) -> tuple[float, float, float]:
+    check_positive("size_B", size_B)
+    if mode not in ("fsdp", "ddp"):
+        raise MlsysimError(f"mode must be 'fsdp' or 'ddp', got {mode!r}")
+    s, n = float(size_B), t.world
+    rank = (s / n if mode == "fsdp" else s) + EXTRAS_PER_RANK_B
+    return s + n * EXTRAS_PER_RANK_B, rank, n * rank if mode == "fsdp" else rank
+
+
+def refined_job(t: Terms, size_B: float, mode: str = "fsdp") -> dict:
+    """{engine: {stall_s, durable_s, overhead_s}} for the ``concurrent`` engine and ``dcp-async`` (the
+    module's formulas), and the terms in seconds (``terms``). dcp-async needs ``torch_crc_Bps``."""
+    total, rank, copied = _sizes(t, size_B, mode)
+    n, c = t.world, t.cores
+    write = total / (t.shared_write_Bps or t.write_Bps)
+    k, p = rank / t.crc_Bps, rank / t.cache_write_Bps
+    out = {"terms": {"copy_s": copied / t.parallel_copy_Bps, "fresh_copy_s": copied / t.parallel_fresh_Bps,
+                     "write_s": write, "crc_s": k, "cache_write_s": p, "share_training": share(2 * n, c)}}
+    stall = copied / t.parallel_copy_Bps
+    lat = t.latency_s
+    writers = (k + p) * share(2 * n, c) + write
+    loss = n * (k + p) / c
+    if t.beside_write_s_per_B is not None:
+        writers, loss = t.beside_write_s_per_B * total, t.beside_loss_s_per_B * total
+        out["terms"].update(beside_write_s=writers, beside_loss_s=loss)
+    out["concurrent"] = {"stall_s": stall, "durable_s": stall + writers + 2 * t.sync_s + lat,
+                         "overhead_s": stall + loss}
+    if t.torch_crc_Bps:
+        tc = rank / t.torch_crc_Bps
+        fixed_s = 2 * lat if t.dcp_stall_s is None else t.dcp_stall_s
+        fixed_d = 2 * t.sync_s + lat if t.dcp_durable_s is None else t.dcp_durable_s
+        stall = copied / t.parallel_fresh_Bps + fixed_s
+        out["terms"]["torch_crc_s"] = tc
+        extra = tc - k           # torch.save's CRC-32 in place of this package's
+        out["dcp-async"] = {"stall_s": stall,
+                            "durable_s": stall + writers + extra * share(2 * n, c) + fixed_d,
+                            "overhead_s": stall + loss + n * extra / c}
+    return out
+
+
+def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
+    """Seconds to restore a ``size_B``-byte state over ``t.world`` ranks with ``scheme`` (the module's
+    formulas; ``broadcast`` needs ``bcast_Bps``)."""
+    n, c = t.world, t.cores
+    faults = 1.0 / t.parallel_fresh_Bps - 1.0 / t.parallel_copy_Bps
+    if scheme == "sharded":
+        total, rank, _ = _sizes(t, size_B, "fsdp")
+        return (max(total / (t.shared_read_Bps or t.read_cold_Bps), share(n, c) * rank / t.crc_Bps)
+                + share(n, c) * rank * max(faults, 0) + n * rank / t.parallel_copy_Bps)
+    total, rank, _ = _sizes(t, size_B, "ddp")
+    if scheme == "broadcast":
+        if not t.bcast_Bps:
+            raise MlsysimError("the broadcast restore needs bcast_Bps, gloo's measured broadcast rate")
+        return (total / t.read_cold_Bps + rank * (1.0 / t.crc_Bps + max(faults, 0)) + rank / t.bcast_Bps
+                + n * rank / t.parallel_copy_Bps)
+    if scheme == "replicated":
+        return (total / (t.same_read_Bps or t.read_cold_Bps)
+                + share(n, c) * rank * (1.0 / t.crc_Bps + max(faults, 0)) + n * rank / t.parallel_copy_Bps)
+    raise MlsysimError(f"scheme must be one of replicated, sharded, broadcast, got {scheme!r}")
+
+
+def refined_recovery(t: Terms, size_B: float) -> dict:
+    """Seconds of the FSDP job's recovery after a node loss: ``peer_memory_s``, ``storage_s`` and, with
+    ``start_s`` measured, the downtime of each (``downtime_peer_s``, ``downtime_storage_s``: the job's
+    start + the recovery). Needs ``pair_Bps``."""
+    if not t.pair_Bps:
+        raise MlsysimError("the peer-memory recovery needs pair_Bps, gloo's measured point-to-point rate")
+    n, c = t.world, t.cores
+    _, rank, _ = _sizes(t, size_B, "fsdp")
+    sh = share(n, c)
+    send = (rank / t.pair_Bps + sh * rank * (1.0 / t.fresh_copy_Bps + 2.0 / t.crc_Bps + 1.0 / t.cache_write_Bps)
+            + 2 * t.sync_s)
+    back = sh * rank * (1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps) + n * rank / t.parallel_copy_Bps
+    out = {"peer_memory_s": send + back, "storage_s": refined_restore(t, "sharded", size_B)}
+    if t.start_s is not None:
+        out["downtime_peer_s"] = t.start_s + out["peer_memory_s"]
+        out["downtime_storage_s"] = t.start_s + out["storage_s"]
+    return out
+
+
+def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
+    """The measured overhead per checkpoint from rank 0's step events of one job (each with ``t``, the
+    clock at the end of the step): the first ``plain`` steps ran without checkpoints, then one every
+    ``every`` steps. A checkpoint's cycle is from the end of its step to the end of the ``every``
+    steps after it (its stall included); the overhead is the cycle less ``every`` plain steps (the
+    median of the plain steps after the first). Returns ``plain_step_s``, ``overheads_s`` (one per
+    checkpoint followed by ``every`` steps) and ``overhead_s`` (their median; None without any).
+
+    >>> ev = [{"step": s, "t": 0.1 * s + (0.05 if s > 6 else 0) + (0.03 if s > 8 else 0)} for s in range(1, 11)]
+    >>> o = overhead_per_checkpoint(ev, every=2, plain=4)
+    >>> round(o["plain_step_s"], 3), [round(x, 3) for x in o["overheads_s"]]
+    (0.1, [0.05, 0.03])
+    """
+    check_integer("every", every)
+    if type(plain) is not int or plain < 2:
+        raise MlsysimError(f"plain must be an integer >= 2 (steps without checkpoints, the first one a warm-up), "
+                           f"got {plain!r}")
+    t = {e["step"]: e["t"] for e in events if "step" in e and "t" in e}
+    base = [t[s] - t[s - 1] for s in range(2, plain + 1) if s in t and s - 1 in t]
+    if not base:
+        raise MlsysimError("no plain step was timed: the events hold no 't' of consecutive steps")
+    step = statistics.median(base)
+    ck = [s for s in sorted(t) if s > plain and s % every == 0 and s + every in t]
+    over = [t[s + every] - t[s] - every * step for s in ck]
+    return {"plain_step_s": step, "overheads_s": over, "overhead_s": statistics.median(over) if over else None}
+
+
+def start_s(nproc: int, nodes: int = 1, d_model: int = 32, layers: int = 2, repeats: int = 1) -> float:
+    """Seconds from launching a torchrun job of ``nodes`` agents x ``nproc`` ranks (this lab's worker,
+    this package's engine, its memory tiers) to rank 0's resume event: the processes' start (Python,
+    PyTorch), the rendezvous, the process groups and the job's setup; the least of ``repeats``."""
+    from .launcher import launch
+    best = math.inf
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="mlsysim-start-") as tmp:
+            t0 = time.monotonic()
+            run = launch(tmp, nproc, 1, every=2, engine="concurrent", nodes=nodes, memory=nodes > 1,
+                         d_model=d_model, layers=layers)
+            best = min(best, next(t for e, t in zip(run.events, run.times) if "resumed_from" in e) - t0)
+    return best
+
+
+def gloo_probe(group, size_B: float, repeats: int = 2) -> dict:
+    """In a running gloo job (every rank calls it): the best of ``repeats`` timings of rank 0's
+    broadcast of ``size_B`` bytes to all, and of N/2 pairs (rank r to rank r + N/2) each sending
+    ``size_B`` at once, and the best of 5 ``all_gather_object`` of a small object. Returns ``bcast_Bps``
+    (bytes / seconds, the N − 1 copies inside), ``pair_Bps`` (one pair's bytes / seconds) and
+    ``latency_s`` (one small object collective)."""
+    import torch
+    import torch.distributed as dist
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    buf = torch.ones(max(int(size_B) // 4, 1), dtype=torch.float32)
+    half = world // 2
+
+    def timed(fn, times=repeats, closing=True):
+        best = math.inf
+        for _ in range(times):
+            dist.barrier(group=group)
+            t0 = time.perf_counter()
+            fn()
+            if closing:                       # until every rank holds the bytes
+                dist.barrier(group=group)
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    def pairs():
+        if half and rank < half:
+            dist.send(buf, dst=rank + half, group=group)
+        elif half and rank < 2 * half:
+            dist.recv(buf, src=rank - half, group=group)
+
+    b = buf.numel() * 4
+    out = {"probe_B": b, "bcast_Bps": b / timed(lambda: dist.broadcast(buf, src=0, group=group)),
+           "pair_Bps": b / timed(pairs) if half else None}
+    small = [None] * world
+    out["latency_s"] = timed(lambda: dist.all_gather_object(small, {"rank": rank, "step": 1}, group=group), 5, False)
+    return out
+
+
+def job_prediction(events, world: int, mode: str, every: int, directory) -> dict:
+    """:func:`mlsysim.lab.distributed.predict.predict_job` (the first prediction) for a job's state (12 B
+    per parameter, from its events) on this machine (measured in ``directory``), checkpointed every
+    ``every`` steps of the job's median step time."""
+    from .predict import measure_dist_machine, predict_job
+    params = next(e["params"] for e in events if "params" in e)
+    step_s = statistics.median([e["step_s"] for e in events if "loss" in e and e.get("step_s") is not None])
+    machine = measure_dist_machine(directory, size_B=16e6)
+    return asdict(predict_job(12.0 * params, world, mode, machine, interval_s=every * step_s))
+
+
+def dcp_probe(group, directory, tensors: int = 84, repeats: int = 3) -> dict:
+    """In a running gloo job (every rank calls it): ``dcp.async_save`` of a tiny state of ``tensors``
+    tensors of 64 B per rank into ``directory`` (shared), the best of ``repeats``: ``dcp_stall_s``, the
+    call, and ``dcp_durable_s``, until its future is done (plans, metadata, ``fsync``): what a save
+    costs DCP whatever its bytes."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemWriter
+    rank = dist.get_rank(group)
+    state = {f"rank{rank}/t{i}": torch.ones(16) for i in range(tensors)}
+    stall = durable = math.inf
+    for i in range(repeats):
+        dist.barrier(group=group)
+        t0 = time.perf_counter()
+        fut = dcp.async_save(state, storage_writer=FileSystemWriter(str(Path(directory) / f"probe-{i}"),
+                                                                    sync_files=True), process_group=group)
+        t1 = time.perf_counter()
+        fut.result()
+        stall, durable = min(stall, t1 - t0), min(durable, time.perf_counter() - t0)
+    return {"dcp_stall_s": stall, "dcp_durable_s": durable}

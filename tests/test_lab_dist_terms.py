@@ -1,0 +1,167 @@
+"""The distributed lab's refined model: its measured terms, its formulas with worked numbers, the
+overhead per checkpoint, the record's table of every figure, and bad input."""
+import copy
+import dataclasses
+import math
+
+import pytest
+
+from mlsysim.errors import MlsysimError
+from mlsysim.lab.distributed import terms
+from mlsysim.lab.distributed.results import model_table, targets
+
+T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
+                crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
+
+
+def test_cores_shared():
+    assert terms.share(4, 2) == 2.0 and terms.share(2, 2) == 1.0 and terms.share(1, 4) == 1.0
+    with pytest.raises(MlsysimError, match="threads"):
+        terms.share(0, 2)
+
+
+def test_the_job_worked_numbers():
+    j = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01), 1e9, "fsdp")
+    c, a = j["concurrent"], j["dcp-async"]
+    # R = 0.5 GB + 16 kB per rank; copies of both ranks at once 1 GB / 10 GB/s; CPU (1/20 + 1/4) s/GB x 2
+    assert round(c["stall_s"], 4) == 0.1 and round(c["durable_s"], 3) == round(0.1 + 0.15 * 2 + 1.0 + 0.02, 3)
+    assert round(c["overhead_s"], 3) == 0.25 and j["terms"]["share_training"] == 2.0
+    # DCP stages into new memory (5 GB/s) and torch.save's CRC (4 GB/s): (1/4 + 1/4) s/GB
+    assert round(a["stall_s"], 3) == 0.2 and round(a["durable_s"], 3) == round(0.2 + 0.25 * 2 + 1.0 + 0.02, 3)
+    assert round(a["overhead_s"], 3) == 0.45
+    assert "dcp-async" not in terms.refined_job(T, 1e9)      # no torch CRC rate measured: no DCP prediction
+    # a small collective of 10 ms: the shard records gathered once; DCP's plans gathered and scattered first
+    lat = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, latency_s=0.01), 1e9)
+    base = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9), 1e9)
+    assert round(lat["concurrent"]["durable_s"] - base["concurrent"]["durable_s"], 6) == 0.01
+    assert round(lat["dcp-async"]["stall_s"] - base["dcp-async"]["stall_s"], 6) == 0.02
+    # two writers at once share the disk: 0.5 GB/s for both instead of 1 GB/s for one, 1 s more
+    shared = terms.refined_job(dataclasses.replace(T, shared_write_Bps=0.5e9), 1e9)["concurrent"]["durable_s"]
+    assert round(shared - terms.refined_job(T, 1e9)["concurrent"]["durable_s"], 3) == 1.0
+    # two readers at once: the sharded restore reads at their shared rate
+    slow = terms.refined_restore(dataclasses.replace(T, shared_read_Bps=1e9), "sharded", 1e9)
+    assert round(slow - terms.refined_restore(T, "sharded", 1e9), 3) == 0.5
+
+
+def test_the_restores_and_recoveries_worked_numbers():
+    got = {s: round(terms.refined_restore(T, s, 1e9), 3) for s in ("sharded", "broadcast", "replicated")}
+    # sharded: 0.5 read + 0.05 faults + 0.1 load; broadcast: 0.5 + 0.15 + 1.0 gloo + 0.2; replicated: 0.5 + 0.15 + 0.2
+    assert got == {"sharded": 0.65, "broadcast": 1.85, "replicated": 0.85}
+    # both ranks reading the same file at once at 0.5 GB/s in all: 1 s more than one reader at 2 GB/s
+    same = terms.refined_restore(dataclasses.replace(T, same_read_Bps=0.5e9), "replicated", 1e9)
+    assert round(same - got["replicated"], 3) == 1.5
+    r = terms.refined_recovery(dataclasses.replace(T, start_s=5.0), 1e9)
+    assert round(r["peer_memory_s"], 3) == 1.0 and round(r["storage_s"], 3) == 0.65
+    assert math.isclose(r["downtime_peer_s"], 5.0 + r["peer_memory_s"]) and terms.DETECT_S == 2.0
+    assert "downtime_peer_s" not in terms.refined_recovery(T, 1e9)   # no start measured, no downtime
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: terms.refined_restore(dataclasses.replace(T, bcast_Bps=None), "broadcast", 1e9), "bcast_Bps"),
+    (lambda: terms.refined_restore(T, "mirrored", 1e9), "scheme must be one of"),
+    (lambda: terms.refined_recovery(dataclasses.replace(T, pair_Bps=None), 1e9), "pair_Bps"),
+    (lambda: terms.refined_job(T, -1.0), "size_B"),
+    (lambda: terms.refined_job(T, 1e9, "zero"), "mode must be"),
+    (lambda: dataclasses.replace(T, crc_Bps=float("nan")), "crc_Bps must be a measured rate"),
+    (lambda: dataclasses.replace(T, write_Bps=0.0), "write_Bps must be a measured rate"),
+    (lambda: terms.overhead_per_checkpoint([], 2, 1), "plain must be an integer >= 2"),
+    (lambda: terms.overhead_per_checkpoint([{"step": 5, "t": 1.0}], 2, 4), "no plain step was timed"),
+    (lambda: terms.parallel_copy_Bps(0, 2), "size_B"),
+])
+def test_bad_input_names_the_input(call, match):
+    with pytest.raises(MlsysimError, match=match):
+        call()
+
+
+def test_overhead_per_checkpoint_is_the_cycle_less_the_plain_steps():
+    # plain steps of 0.2 s; the steps after the checkpoints at 6 and 8 take 0.1 s and 0.3 s more
+    t, ev = 0.0, []
+    for s in range(1, 11):
+        t += 1.0 if s == 1 else 0.2 + (0.1 if s in (7, 8) else 0.0) + (0.3 if s in (9, 10) else 0.0) / 2
+        ev.append({"step": s, "t": t, "loss": "0x0p+0"})
+    o = terms.overhead_per_checkpoint(ev, every=2, plain=4)
+    assert round(o["plain_step_s"], 6) == 0.2 and [round(x, 6) for x in o["overheads_s"]] == [0.2, 0.3]
+    assert round(o["overhead_s"], 6) == 0.25                       # the median of two: their mean
+    assert terms.overhead_per_checkpoint(ev[:6], 2, 4)["overhead_s"] is None   # no full cycle after a checkpoint
+
+
+def test_the_writers_beside_busy_processes_stand_for_their_rates():
+    # 0.2 ns per byte beside the training, 0.1 ns of training lost per byte: for 1 GB (+ 32 kB of extras)
+    t = dataclasses.replace(T, torch_crc_Bps=4e9, beside_write_s_per_B=0.2e-9, beside_loss_s_per_B=0.1e-9)
+    j = terms.refined_job(t, 1e9)
+    assert round(j["concurrent"]["durable_s"], 3) == round(0.1 + 0.2, 3)
+    assert round(j["concurrent"]["overhead_s"], 3) == round(0.1 + 0.1, 3)
+    # DCP's writer: torch.save's CRC-32 (4 GB/s) in place of this package's (20 GB/s), 0.1 s more per rank
+    assert round(j["dcp-async"]["overhead_s"] - j["concurrent"]["overhead_s"], 3) == round(0.1 + 2 * 0.1 / 2, 3)
+
+
+def test_writers_beside_busy_processes_measured(tmp_path):
+    b = terms.beside(tmp_path, 2e6, 2)
+    assert b["size_B"] == 2e6 and b["writers_alone_s"] > 0 and b["writers_beside_s"] > 0 and b["loss_s"] >= 0
+
+
+def test_measured_terms_are_rates_of_this_machine(tmp_path):
+    t = terms.measure_terms(2, 4e6, tmp_path, rounds=1, bcast_Bps=1e9)
+    assert t.world == 2 and t.cores >= 1 and t.bcast_Bps == 1e9 and t.start_s is None and 0 < t.sync_s < 5
+    for k in ("copy_Bps", "parallel_copy_Bps", "parallel_fresh_Bps", "crc_Bps", "cache_write_Bps", "write_Bps",
+              "shared_write_Bps", "shared_read_Bps", "same_read_Bps"):
+        assert 1e6 < getattr(t, k) < 1e13
+    for k in ("beside_write_s_per_B", "beside_loss_s_per_B"):
+        assert 0 <= getattr(t, k) < 1e-6                           # seconds per byte
+    assert set(t.to_dict()) >= {"crc_Bps", "parallel_copy_Bps", "sync_s", "pair_Bps", "start_s"}
+
+
+def _record() -> dict:
+    """A schema-2 record of one point and one node loss, with round numbers."""
+    eng = lambda stall, durable, over, pred: {"stall_s": stall, "durable_s": durable, "overhead_s": over,
+                                              "stalls_s": [stall] * 3, "durables_s": [durable] * 3,
+                                              "overheads_s": [over] * 2, "plain_step_s": 1.0, "predicted": pred}
+    p = {"naive": {"stall_s": 0.01, "durable_s": 1.0, "overhead_s": 0.01},
+         "refined": {"stall_s": 0.05, "durable_s": 2.0, "overhead_s": 0.3}}
+    restore = {"scheme": "sharded", "restore_s": 1.0, "predicted": {"restore_s": 0.5, "refined_restore_s": 0.9}}
+    return {"schema": "mlsysim.lab.dist-benchmark/2", "points": [
+        {"world_size": 2, "state_B": 1e9, "concurrent": eng(0.06, 2.2, 0.35, p), "dcp_async": eng(0.2, 3.0, 0.5, p),
+         "restores": [restore]}],
+        "node_loss": [{"world_size": 2, "state_B": 1e9, "recovery_s": 1.0, "recovery_storage_s": 1.1,
+                       "downtime_s": [10.0, 12.0],
+                       "predicted": {"naive": {"peer_memory_s": 0.3, "storage_s": 1.0},
+                                     "refined": {"peer_memory_s": 0.9, "storage_s": 1.0, "downtime_peer_s": 9.0,
+                                                 "downtime_storage_s": 16.0}}}]}
+
+
+def test_the_table_lists_every_figure_beside_both_predictions():
+    rows = model_table(_record())
+    assert len(rows) == 6 + 1 + 4 and set(rows[0]) == {"figure", "naive_s", "refined_s", "measured_s", "ratio",
+                                                      "holds", "naive_holds"}
+    by = {r["figure"]: r for r in rows}
+    c = by["2 ranks, 1000 MB: concurrent durable"]
+    assert c["ratio"] == 1.1 and c["holds"] and c["naive_holds"] is False
+    assert by["2 ranks, 1000 MB: concurrent stall"]["holds"]               # 0.06 s: within x1.5 of 0.05 s
+    assert not by["2 ranks, 1000 MB: dcp-async stall"]["holds"]            # 0.2 s vs 0.05 s
+    down = by["2 nodes x 1, 1000 MB: downtime, storage recovery"]
+    assert down["naive_s"] is None and down["naive_holds"] is None and not down["holds"]   # 12 s vs 16 s: 33 % off
+    assert [t[1] for t in targets(_record())].count(False) == len([r for r in rows if not r["holds"]])
+
+
+def test_a_record_without_the_refined_model_gives_no_rows():
+    d = _record()
+    old = copy.deepcopy(d)
+    for q in old["points"]:
+        for k in ("concurrent", "dcp_async"):
+            del q[k]["predicted"]
+        q["restores"][0]["predicted"].pop("refined_restore_s")
+    del old["node_loss"][0]["predicted"]
+    assert model_table(old) == [] and len(targets(old)) == 1
+
+
+def test_run_distributed_refuses_bad_plain_steps():
+    from mlsysim.lab.distributed.launcher import run_distributed
+    for bad in (1, 8, -2, 2.5):
+        with pytest.raises(MlsysimError, match="plain_steps must be 0 or an integer from 2 to steps - 1"):
+            run_distributed(steps=8, plain_steps=bad)
+
+
+def test_the_detection_is_the_launchers_keep_alive():
+    from mlsysim.lab.distributed.launcher import RDZV_CONF
+    conf = dict(RDZV_CONF)
+    assert conf["keep_alive_interval"] * conf["keep_alive_max_attempt"] == terms.DETECT_S
