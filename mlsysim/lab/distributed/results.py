@@ -44,9 +44,9 @@ def _row(figure: str, naive, refined, measured) -> dict:
 def model_table(d: dict) -> list[dict]:
     """Every measured figure of a recorded run (schema 2) beside its two predictions, one row each:
     ``figure`` (its name and point), ``naive_s`` (the first prediction, ``ms.checkpoint``; None where it
-    has none), ``refined_s`` (:mod:`mlsysim.lab.distributed.terms`), ``measured_s``, ``ratio`` (measured /
-    refined) and whether each holds (:func:`~mlsysim.lab.pytorch.results.within_bound`: ±25 %, x1.5
-    under 0.1 s). A run recorded before the refined model gives no rows."""
+    has none), ``refined_s`` (the module ``mlsysim.lab.distributed.terms``), ``measured_s``, ``ratio``
+    (measured / refined) and whether each holds (``mlsysim.lab.pytorch.results.within_bound``: ±25 %,
+    x1.5 under 0.1 s). A run recorded before the refined model gives no rows."""
     rows = []
     for q in d["points"]:
         tag = f"{q['world_size']} ranks, {q['state_B'] / 1e6:.0f} MB"
