@@ -131,10 +131,10 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
 def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
     from mlsysim.lab.distributed import predict, terms
     from mlsysim.lab.distributed.restore import config_for
-    from mlsysim.lab.distributed.launcher import run_distributed
+    from mlsysim.lab.distributed.launcher import launch, run_distributed
     cfg = config_for(size_B, 32, layers, STEPS)
     say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: the job's start")
-    start = terms.start_s(nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
+    start = terms.start_s(launch, nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
     say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: a node lost")
     r = run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent", steps=STEPS, every=EVERY,
                         d_model=cfg.d_model, layers=layers)

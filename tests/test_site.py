@@ -146,7 +146,9 @@ def test_api_reference_covers_every_module():
     explicit = course_site.documented_modules(ROOT / "book" / "api")
     assert {"mlsysim.lab.pytorch", "mlsysim.lab.distributed"} <= explicit
     assert "mlsysim.roofline" in modules and "mlsysim.units" in modules
-    assert explicit <= set(modules), f"API pages name modules that do not exist: {explicit - set(modules)}"
+    missing = {m for m in explicit - set(modules)                  # deeper modules: their files
+               if not (ROOT / Path(*m.split("."))).with_suffix(".py").exists()}
+    assert not missing, f"API pages name modules that do not exist: {missing}"
     assert "mlsysim-other-modules" in (ROOT / "book" / "api" / "solvers.md").read_text()
 
 

@@ -411,11 +411,11 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     return {"plain_step_s": step, "overheads_s": over, "overhead_s": statistics.median(over) if over else None}
 
 
-def start_s(nproc: int, nodes: int = 1, d_model: int = 32, layers: int = 2, repeats: int = 1) -> float:
+def start_s(launch, nproc: int, nodes: int = 1, d_model: int = 32, layers: int = 2, repeats: int = 1) -> float:
     """Seconds from launching a torchrun job of ``nodes`` agents x ``nproc`` ranks (this lab's worker,
     this package's engine, its memory tiers) to rank 0's resume event: the processes' start (Python,
-    PyTorch), the rendezvous, the process groups and the job's setup; the least of ``repeats``."""
-    from .launcher import launch
+    PyTorch), the rendezvous, the process groups and the job's setup; the least of ``repeats``.
+    ``launch`` is the launcher's ``launch`` (passed in: the launcher imports this module)."""
     best = math.inf
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="mlsysim-start-") as tmp:
