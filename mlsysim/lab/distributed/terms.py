@@ -23,7 +23,7 @@ timings in the same run):
   g    gloo's broadcast from rank 0 to the N − 1 others        :func:`gloo_probe` (in the restore job)
   q    gloo's point-to-point rate, N/2 pairs at once           :func:`gloo_probe` (in the restore job)
   l    a small collective of gloo (``all_gather_object``)      :func:`gloo_probe` (best of 5)
-  d    ``dcp.async_save`` of a tiny state of as many tensors:   :func:`dcp_probe` (best of 3)
+  d    ``dcp.async_save`` of a tiny state, as many tensors:    :func:`dcp_probe` (best of 3)
        its call (d_s) and until durable (d_d), bytes aside
   z    a small durable write (commit record: write, fsync,     :func:`measure_terms` (median of 5)
        rename, fsync of the directory)

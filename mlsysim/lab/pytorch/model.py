@@ -5,17 +5,17 @@ knows two rates, the memory copy and the disk's write + ``fsync``, and gives eve
 the same d + W. The engines do more than copy and write, and each extra step is a rate that can be
 measured on its own, as the floors are (:func:`mlsysim.lab.floors.measure_floors`). For S bytes:
 
-===================  =====================================  =================================  ==================
-engine               stall (blocked)                        durable                            load
-===================  =====================================  =================================  ==================
-``torch.save``       S/t + S/p                              never                              S/r + A
-``torch.save+fsync`` S/t + S/p + W                          = stall                            S/r + A
-``dcp``              S/t + S/p + W                          = stall                            S/r + A + S/c
-``dcp-async``        S/F                                    S/F + S/t + S/p + W                S/r + A + S/c
-``sync``             S/k + W                                = stall                            max(S/r, S/k) + a
-``concurrent``       S/c                                    S/c + S/k + W                      max(S/r, S/k) + a
-``pipelined``        S/c; in training max(0, S/c − τ)       S/c + S/k + W                      max(S/r, S/k) + a
-===================  =====================================  =================================  ==================
+=====================  =====================================  =================================  ==================
+engine                 stall (blocked)                        durable                            load
+=====================  =====================================  =================================  ==================
+``torch.save``         S/t + S/p                              never                              S/r + A
+``torch.save+fsync``   S/t + S/p + W                          = stall                            S/r + A
+``dcp``                S/t + S/p + W                          = stall                            S/r + A + S/c
+``dcp-async``          S/F                                    S/F + S/t + S/p + W                S/r + A + S/c
+``sync``               S/k + W                                = stall                            max(S/r, S/k) + a
+``concurrent``         S/c                                    S/c + S/k + W                      max(S/r, S/k) + a
+``pipelined``          S/c; in training max(0, S/c − τ)       S/c + S/k + W                      max(S/r, S/k) + a
+=====================  =====================================  =================================  ==================
 
 c memory copy into touched memory, f copy into memory allocated just before by NumPy (page faults
 included, huge pages where Linux gives them), F the same into an anonymous mapping, as PyTorch
