@@ -7,30 +7,30 @@ its ranks share more than the disk. Each missing term is measured as the floors 
 (:func:`mlsysim.lab.floors.measure_floors`: the best, or for the drifting disk the median, of a few
 timings in the same run):
 
-=====  ======================================================  =====================================
- term  what                                                    measured by
-=====  ======================================================  =====================================
-  C    cores (``os.cpu_count()``)                              the operating system
-  c_N  aggregate copy rate of N threads copying at once        :func:`parallel_copy_Bps`
-  f_N  the same into memory allocated just before (faults)     :func:`parallel_copy_Bps` (``fresh``)
-  k    this package's CRC-32 (zlib-ng), one core               :func:`~mlsysim.lab.floors.measure_floors`
-  p    ``os.write`` into the page cache, one core              :func:`~mlsysim.lab.floors.measure_floors`
-  W    the disk's write + ``fsync`` of S as it runs (median)   :func:`measure_terms` (write rounds)
-  r    a cold read from the disk                               :func:`~mlsysim.lab.floors.measure_floors`
-  W_N  the disk's write + ``fsync``, N writers at once         :func:`shared_disk` (median of rounds)
-  r_N  cold reads of N files by N readers at once              :func:`shared_disk` (best of two)
-  r_1N cold reads of the same files by each of N readers       :func:`shared_disk` (best of two)
-  g    gloo's broadcast from rank 0 to the N − 1 others        :func:`gloo_probe` (in the restore job)
-  q    gloo's point-to-point rate, N/2 pairs at once           :func:`gloo_probe` (in the restore job)
-  l    a small collective of gloo (``all_gather_object``)      :func:`gloo_probe` (best of 5)
-  d    ``dcp.async_save`` of a tiny state, as many tensors:    :func:`dcp_probe` (best of 3)
-       its call (d_s) and until durable (d_d), bytes aside
-  z    a small durable write (commit record: write, fsync,     :func:`measure_terms` (median of 5)
-       rename, fsync of the directory)
-  B    N durable writers beside N busy processes: the          :func:`beside` (per byte)
-       writers' seconds and the busy work's loss
-  T    process start and rendezvous of a torchrun job          :func:`start_s` (to the resume event)
-=====  ======================================================  =====================================
+======  ======================================================  =====================================
+ term   what                                                    measured by
+======  ======================================================  =====================================
+  C     cores (``os.cpu_count()``)                              the operating system
+  c_N   aggregate copy rate of N threads copying at once        :func:`parallel_copy_Bps`
+  f_N   the same into memory allocated just before (faults)     :func:`parallel_copy_Bps` (``fresh``)
+  k     this package's CRC-32 (zlib-ng), one core               :func:`~mlsysim.lab.floors.measure_floors`
+  p     ``os.write`` into the page cache, one core              :func:`~mlsysim.lab.floors.measure_floors`
+  W     the disk's write + ``fsync`` of S as it runs (median)   :func:`measure_terms` (write rounds)
+  r     a cold read from the disk                               :func:`~mlsysim.lab.floors.measure_floors`
+  W_N   the disk's write + ``fsync``, N writers at once         :func:`shared_disk` (median of rounds)
+  r_N   cold reads of N files by N readers at once              :func:`shared_disk` (best of two)
+  r_1N  cold reads of the same files by each of N readers       :func:`shared_disk` (best of two)
+  g     gloo's broadcast from rank 0 to the N − 1 others        :func:`gloo_probe` (in the restore job)
+  q     gloo's point-to-point rate, N/2 pairs at once           :func:`gloo_probe` (in the restore job)
+  l     a small collective of gloo (``all_gather_object``)      :func:`gloo_probe` (best of 5)
+  d     ``dcp.async_save`` of a tiny state, as many tensors:    :func:`dcp_probe` (best of 3)
+        its call (d_s) and until durable (d_d), bytes aside
+  z     a small durable write (commit record: write, fsync,     :func:`measure_terms` (median of 5)
+        rename, fsync of the directory)
+  B     N durable writers beside N busy processes: the          :func:`beside` (per byte)
+        writers' seconds and the busy work's loss
+  T     process start and rendezvous of a torchrun job          :func:`start_s` (to the resume event)
+======  ======================================================  =====================================
 
 **Cores shared.** N ranks run on C cores. CPU work that n threads do at once takes
 ``share(n) = max(1, n / C)`` times its one-core time; while the N ranks train beside N background
