@@ -49,31 +49,11 @@ PROBE_B = 128e6              # gloo's broadcast and pairs timed with at most thi
 
 
 def _torch_crc_Bps(size_B: float, repeats: int = 3) -> float:
-    """The rate of ``torch.save``'s own CRC-32 (its zip writer checks every record): ``torch.save`` of a
-    tensor of ``size_B`` bytes (at most 64 MB) into memory with the check on, less the same with it off,
-    each the best of ``repeats``; infinite where the two cannot be told apart or torch has no switch."""
-    import io
-    import torch
-    try:
-        from torch.utils.serialization import config
-    except ImportError:
-        return float("inf")
-    tensor = torch.ones(int(min(size_B, 64 * 2 ** 20)), dtype=torch.uint8)
-
-    def saved_s() -> float:
-        t0 = time.perf_counter()
-        torch.save(tensor, io.BytesIO())
-        return time.perf_counter() - t0
-
-    times, before = {}, config.save.compute_crc32
-    try:
-        for crc in (True, False):
-            config.save.compute_crc32 = crc
-            times[crc] = min(saved_s() for _ in range(repeats))
-    finally:
-        config.save.compute_crc32 = before
-    extra = times[True] - times[False]
-    return tensor.numel() / extra if extra > 0 else float("inf")
+    """The rate of ``torch.save``'s own CRC-32 (:func:`mlsysim.lab.pytorch.compare.torch_crc_Bps`) on a
+    tensor of ``size_B`` bytes (at most 64 MB); infinite (no such term) where it cannot be measured."""
+    from mlsysim.lab.pytorch.compare import torch_crc_Bps
+    rate = torch_crc_Bps(repeats, int(min(size_B, 64 * 2 ** 20)))
+    return rate if rate == rate else float("inf")
 
 
 def _engine(run, naive: dict, refined: dict) -> dict:

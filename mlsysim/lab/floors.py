@@ -102,6 +102,16 @@ def write_once(path, data) -> float:
     """Seconds to write ``data`` (bytes-like) sequentially to a new file at ``path`` in 16 MB
     ``os.write`` calls, each chunk's writeback started as soon as it is written, then ``fsync``:
     the fastest way to durable bytes that the engines use too (the file is left in place)."""
+    return _timed_write(path, data, durable=True)
+
+
+def cache_write_once(path, data) -> float:
+    """Seconds to write ``data`` to a new file at ``path`` in 16 MB ``os.write`` calls, leaving the
+    bytes in the page cache (no writeback started, no ``fsync``; the file is left in place, dirty)."""
+    return _timed_write(path, data, durable=False)
+
+
+def _timed_write(path, data, durable: bool) -> float:
     from .store import _start_writeback
     view = memoryview(data).cast("B")
     t0 = time.perf_counter()
@@ -109,22 +119,10 @@ def write_once(path, data) -> float:
     try:
         for i in range(0, len(view), CHUNK_B):
             os.write(fd, view[i:i + CHUNK_B])
-            _start_writeback(fd, i, len(view[i:i + CHUNK_B]))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return time.perf_counter() - t0
-
-
-def cache_write_once(path, data) -> float:
-    """Seconds to write ``data`` to a new file at ``path`` in 16 MB ``os.write`` calls, leaving the
-    bytes in the page cache (no writeback started, no ``fsync``; the file is left in place, dirty)."""
-    view = memoryview(data).cast("B")
-    t0 = time.perf_counter()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        for i in range(0, len(view), CHUNK_B):
-            os.write(fd, view[i:i + CHUNK_B])
+            if durable:
+                _start_writeback(fd, i, len(view[i:i + CHUNK_B]))
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     return time.perf_counter() - t0

@@ -289,7 +289,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         say(f"measuring the floors with {state_B / 1e6:.0f} MB")
         floors = floors or measure_floors(state_B, root, repeats=repeats)
         snapshot_s, tensors = _snapshot_copy(state, repeats)
-        torch_crc_Bps = _torch_crc_Bps(repeats)
+        torch_crc = torch_crc_Bps(repeats)
         live = {}
         try:
             for e in engines:
@@ -320,7 +320,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         overhead, in_training, pass_s = _overheads(
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
-        model = _model(floors, torch_crc_Bps, pass_s)
+        model = _model(floors, torch_crc, pass_s)
         runs = []
         for e in engines:
             say(f"loading {e}")
@@ -331,7 +331,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             runs.append(_engine_run(e, records[e], loads, resumed, corruption, noticed, pred,
                                     (overhead[e], in_training[e]), model.get(e, {})))
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
-                      snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc_Bps, pass_s=pass_s,
+                      snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=pass_s,
                       terms_s=model.get("terms", {}))
 
 
@@ -360,7 +360,7 @@ def _model(floors: Floors, torch_crc_Bps: float, pass_s: float) -> dict:
         return {}
 
 
-def _torch_crc_Bps(repeats: int, size_B: int = 64 * 2 ** 20) -> float:
+def torch_crc_Bps(repeats: int, size_B: int = 64 * 2 ** 20) -> float:
     """The rate of the CRC-32 that ``torch.save``'s zip writer computes over every record: ``torch.save``
     of one ``size_B`` tensor into memory with the check on, less the same with it off (each the best
     of ``repeats``, at least three). NaN where this torch has no such switch
