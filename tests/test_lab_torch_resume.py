@@ -209,18 +209,22 @@ def test_kill_at_random_times_and_resume_is_bit_identical(server, reference, tmp
     duration = server.train_s
     rng = random.Random(f"{engine}-20")
     kills = 0
-    for case in range(3):
+    for case in range(6):                 # three cases; up to three more while none was killed
+        if case >= 3 and kills:
+            break
         d, history, status = tmp_path / f"case{case}", [], None
         for attempt in range(2):          # killed, maybe killed again while resuming
             killed, status = server.run(d, engine, kill_after_s=rng.uniform(0.0, 0.9) * duration)
             _check_resumed(killed, history, reference)
             history += killed
             if status == 0:
+                if attempt == 0:          # a whole run faster than the first: draw from its pace
+                    duration = min(duration, server.train_s)
                 break
             kills += 1
         if status != 0:
             _resume_and_check(server, d, engine, history, reference)
-    assert kills >= 1      # not vacuous (usually 3 to 5 kills; on a busy machine a run may end first)
+    assert kills >= 1      # not vacuous (usually 3 to 5 kills; a busy machine may slow the first run)
 
 
 def test_the_plain_command_line_is_killed_and_resumed_the_same(reference, tmp_path):
