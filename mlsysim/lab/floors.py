@@ -4,8 +4,9 @@
   each byte read once and written once); a snapshot that lets training continue must copy
   the state at least once, so no such snapshot stalls less than ``size_B / copy_Bps``;
 * **write + fsync** — writing ``size_B`` bytes sequentially from memory to a new file in the
-  checkpoint directory (16 MB ``os.write`` calls, each chunk's writeback started at once,
-  then ``fsync``; :func:`write_once`); no durable save can finish sooner than
+  checkpoint directory as the engines write (16 MB ``os.write`` calls, each chunk's writeback
+  started at once, at most 64 MB of the file kept in the page cache, then ``fsync``;
+  :func:`write_once`); no durable save can finish sooner than
   ``size_B / write_Bps``. :func:`~mlsysim.lab.pytorch.compare.compare` times it again between the
   engines' saves and keeps the fastest (:func:`with_write_rounds`): a shared disk drifts;
 * **read** — reading that file back in one call, once with its pages dropped from the page
@@ -99,30 +100,31 @@ class Floors:
 
 
 def write_once(path, data) -> float:
-    """Seconds to write ``data`` (bytes-like) sequentially to a new file at ``path`` in 16 MB
-    ``os.write`` calls, each chunk's writeback started as soon as it is written, then ``fsync``:
-    the fastest way to durable bytes that the engines use too (the file is left in place)."""
-    return _timed_write(path, data, durable=True)
+    """Seconds to write ``data`` (bytes-like) sequentially to a new file at ``path`` as the engines
+    write (:func:`mlsysim.lab.store.write_chunks`: 16 MB ``os.write`` calls, each chunk's writeback
+    started as soon as it is written, at most 64 MB of the file left in the page cache), then
+    ``fsync``: the fastest way to durable bytes (the file is left in place)."""
+    from .store import write_chunks
+    view = memoryview(data).cast("B")
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_chunks(fd, [view])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - t0
 
 
 def cache_write_once(path, data) -> float:
     """Seconds to write ``data`` to a new file at ``path`` in 16 MB ``os.write`` calls, leaving the
     bytes in the page cache (no writeback started, no ``fsync``; the file is left in place, dirty)."""
-    return _timed_write(path, data, durable=False)
-
-
-def _timed_write(path, data, durable: bool) -> float:
-    from .store import _start_writeback
     view = memoryview(data).cast("B")
     t0 = time.perf_counter()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for i in range(0, len(view), CHUNK_B):
             os.write(fd, view[i:i + CHUNK_B])
-            if durable:
-                _start_writeback(fd, i, len(view[i:i + CHUNK_B]))
-        if durable:
-            os.fsync(fd)
     finally:
         os.close(fd)
     return time.perf_counter() - t0

@@ -43,6 +43,7 @@ MAGIC = b"MLSYSCK1"
 FORMAT = "mlsysim-lab-checkpoint/1"
 ALIGN = 64
 CHUNK_B = 16 * 2 ** 20
+SMALL_B = 2 ** 20             # pieces smaller than this are gathered into one write (chunks_of)
 NAME = re.compile(r"^ckpt-(\d{9})\.(data|commit)$")
 
 
@@ -193,13 +194,17 @@ def _pieces(lay: Layout):
         pos = off + len(mv)
 
 
-def chunks_of(lay: Layout, chunk_B: int = CHUNK_B):
-    """The data file's bytes in chunks of at most ``chunk_B``: large arrays read straight from the
-    state, small pieces (header, padding, norms, counters) gathered into one chunk first, so that a
-    state of many small tensors costs a few large writes rather than one small write each."""
+def chunks_of(lay: Layout, chunk_B: int = CHUNK_B, small_B: int = SMALL_B):
+    """The data file's bytes in chunks of at most ``chunk_B``: pieces of ``small_B`` or more read
+    straight from the state, smaller ones (header, padding, norms, counters) gathered into one
+    chunk first, so that a state of many small tensors costs a few large writes rather than one
+    small write each, and a large tensor is never copied on its way to the file."""
     small = bytearray()
     for mv in _pieces(lay):
-        if len(small) + len(mv) <= chunk_B:
+        if len(mv) < small_B:
+            if len(small) + len(mv) > chunk_B:
+                yield small
+                small = bytearray()
             small += mv
             continue
         if small:
@@ -242,25 +247,73 @@ def _start_writeback(fd: int, offset: int, length: int) -> None:
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
-def write_durable(path: Path, chunks, after_first=None) -> tuple[int, int]:
-    """Write ``chunks`` to ``path.tmp``, fsync, rename to ``path``, fsync the directory.
-    Returns (bytes, CRC-32). Each chunk's writeback starts as soon as it is written
-    (:func:`_start_writeback`). On an error the temporary file is removed and
-    :class:`CheckpointError` names the file and the cause."""
-    tmp = path.with_name(path.name + ".tmp")
-    size, crc, fd = 0, 0, None
+WINDOW_B = 4 * CHUNK_B       # the most of a file being written that stays in the page cache
+_WAIT_WRITE_WAIT = 1 | 2 | 4  # SYNC_FILE_RANGE_WAIT_BEFORE | _WRITE | _WAIT_AFTER (linux/fs.h)
+_sync_file_range = None
+
+
+def _retire(fd: int, offset: int, length: int) -> None:
+    """Wait until these bytes are on the device (Linux ``sync_file_range``), then drop them from
+    the page cache. A file written this way never holds more than :data:`WINDOW_B` of the cache:
+    each new chunk lands in pages the chunk before last just gave back, instead of in memory the
+    cache has not used lately. That matters wherever fresh memory is dear (on a virtual machine
+    that hands free pages back to its host, measured here: a 1 GB write + ``fsync`` took 0.26 to
+    0.44 s this way and 0.28 to 2.3 s with the whole file cached). Where ``sync_file_range`` is
+    missing, the drop alone (pages still being written stay cached)."""
+    global _sync_file_range
+    if _sync_file_range is None:
+        _sync_file_range = _libc_sync_file_range()
+    if _sync_file_range is not False:
+        _sync_file_range(fd, offset, length, _WAIT_WRITE_WAIT)   # an error leaves the pages cached
+    _start_writeback(fd, offset, length)
+
+
+def _libc_sync_file_range():
+    """``sync_file_range`` from the C library (Linux), or False."""
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        for i, chunk in enumerate(chunks):
-            mv = memoryview(chunk)
+        import ctypes
+        f = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError, ImportError):
+        return False
+    f.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    f.restype = ctypes.c_int
+    return f
+
+
+def write_chunks(fd: int, chunks, crc: int = 0, after_first=None) -> tuple[int, int]:
+    """Write ``chunks`` to ``fd`` from its current offset in pieces of at most :data:`CHUNK_B`;
+    start each piece's writeback at once (:func:`_start_writeback`) and retire (:func:`_retire`)
+    what lies more than :data:`WINDOW_B` behind. Returns (bytes, CRC-32 continued from ``crc``);
+    ``after_first()`` is called once the first chunk is written."""
+    size, behind = 0, 0       # behind: the first byte not yet retired
+    for i, chunk in enumerate(chunks):
+        whole = memoryview(chunk).cast("B")
+        for j in range(0, len(whole), CHUNK_B):
+            mv = whole[j:j + CHUNK_B]
             crc = crc32(mv, crc)
+            start = size
             while len(mv):
                 n = os.write(fd, mv)
                 mv = mv[n:]
-            _start_writeback(fd, size, len(chunk))
-            size += len(chunk)
-            if i == 0 and after_first is not None:
-                after_first()
+            size += min(CHUNK_B, len(whole) - j)
+            _start_writeback(fd, start, size - start)
+            if size - behind > WINDOW_B + CHUNK_B:
+                _retire(fd, behind, size - WINDOW_B - behind)
+                behind = size - WINDOW_B
+        if i == 0 and after_first is not None:
+            after_first()
+    return size, crc
+
+
+def write_durable(path: Path, chunks, after_first=None) -> tuple[int, int]:
+    """Write ``chunks`` to ``path.tmp`` (:func:`write_chunks`: at most :data:`WINDOW_B` of it
+    cached), fsync, rename to ``path``, fsync the directory. Returns (bytes, CRC-32). On an
+    error the temporary file is removed and :class:`CheckpointError` names the file and the cause."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = None
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        size, crc = write_chunks(fd, chunks, after_first=after_first)
         os.fsync(fd)
         os.close(fd)
         fd = None
@@ -345,8 +398,10 @@ class Loaded:
     skipped: tuple = ()
 
 
-def read_checkpoint(directory, step: int, mapped: bool = False):
+def read_checkpoint(directory, step: int, mapped: bool = False, drop_behind: bool = False):
     """Read and verify checkpoint ``step``; raises :class:`CheckpointError` naming the bad file.
+    ``drop_behind``: drop each chunk from the page cache once read (:func:`read_with_crc`; for the
+    file's only reader: other readers of the same file would read it from the device again).
     ``mapped``: map the file instead of copying it (a file in memory, as on ``/dev/shm``: its
     pages are used in place, no new buffer is filled); the arrays are then views of the
     mapping (copy-on-write: writing to one never changes the file)."""
@@ -368,7 +423,7 @@ def read_checkpoint(directory, step: int, mapped: bool = False):
         got, actual_crc = size, crc32(buf)
     else:
         buf = np.empty(size, dtype=np.uint8)
-        got, actual_crc = read_with_crc(dpath, buf)
+        got, actual_crc = read_with_crc(dpath, buf, drop_behind=drop_behind)
     if got != size or actual_crc != crc:
         raise CheckpointError(errno.EIO, f"{dpath}: checksum mismatch (corrupt)")
     if bytes(buf[:8]) != MAGIC:
@@ -394,10 +449,13 @@ def map_file(path, size: int) -> np.ndarray:
     return np.frombuffer(m, dtype=np.uint8)
 
 
-def read_with_crc(path, buf: np.ndarray, chunk_B: int = CHUNK_B) -> tuple[int, int]:
+def read_with_crc(path, buf: np.ndarray, chunk_B: int = CHUNK_B, drop_behind: bool = False) -> tuple[int, int]:
     """Read ``path`` into ``buf`` and return (bytes read, CRC-32). A reader thread fills ``buf``
     chunk by chunk while this thread checksums the chunks already in; both release the GIL,
-    so the checksum hides behind the read instead of following it."""
+    so the checksum hides behind the read instead of following it. ``drop_behind``: each chunk
+    is dropped from the page cache once it is in ``buf`` (the bytes are in the caller's memory
+    now), so that the read-ahead of the next chunks reuses those pages, as :func:`write_chunks`
+    does for a write."""
     mv = memoryview(buf).cast("B")
     ready: queue.Queue = queue.Queue()
 
@@ -410,6 +468,8 @@ def read_with_crc(path, buf: np.ndarray, chunk_B: int = CHUNK_B) -> tuple[int, i
                     if not n:
                         break
                     ready.put((pos, n))
+                    if drop_behind:
+                        _start_writeback(f.fileno(), pos, n)     # clean pages: dropped
                     pos += n
         except OSError as e:
             ready.put(e)
@@ -436,7 +496,8 @@ def load_latest(directory) -> Loaded:
 
     Newer files that are torn, corrupt or uncommitted are skipped with a
     :class:`CheckpointWarning` naming each; if nothing valid exists,
-    :class:`CheckpointError` says what was found.
+    :class:`CheckpointError` says what was found. A resuming process is its checkpoint's only
+    reader: the file leaves the page cache behind the read (``drop_behind``).
     """
     d = Path(directory)
     if not d.is_dir():
@@ -446,7 +507,7 @@ def load_latest(directory) -> Loaded:
     t0 = time.perf_counter()
     for step in reversed(committed):
         try:
-            state, path, size = read_checkpoint(d, step)
+            state, path, size = read_checkpoint(d, step, drop_behind=True)
         except CheckpointError as e:
             skipped.append(str(e))
             warnings.warn(f"skipping checkpoint: {e}", CheckpointWarning, stacklevel=2)

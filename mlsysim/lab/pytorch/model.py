@@ -20,7 +20,9 @@ engine                 stall (blocked)                        durable           
 c memory copy into touched memory, f copy into memory allocated just before by NumPy (page faults
 included, huge pages where Linux gives them), F the same into an anonymous mapping, as PyTorch
 allocates its tensors (4 KB pages unless transparent huge pages are ``always`` on),
-p write into the page cache, W the write + ``fsync`` of S as the disk ran between the saves (the
+p write into the page cache (pages new to it, as a file that stays cached takes them), q the same
+into pages the cache just gave back (this package's writers keep at most 64 MB of a file cached:
+:func:`mlsysim.lab.store.write_chunks`), W the write + ``fsync`` of S as the disk ran between the saves (the
 median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
 ``torch.save``), r a read from the device, τ the forward and backward pass that the pipelined copy
@@ -31,7 +33,7 @@ in place (c); this package's loader checksums while it reads, in a second thread
 
 **Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
 stall in training, plus, for the engines that work beside the training, the CPU time of that work
-(the CRC-32 and the page-cache write; DCP's serialization; the pipelined engine's copy) where it has
+(the CRC-32 and the page-cache write, S/k + S/q; DCP's serialization; the pipelined engine's copy) where it has
 to take a core from the training: nothing while the machine has a core the training leaves free
 (``train_threads`` < ``cores``), else its seconds / ``cores``, as a step that runs on every core
 slows by 1/n of what another thread takes. The memory bandwidth that the two share is not modelled.
@@ -41,13 +43,13 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 
 >>> from mlsysim.lab.floors import Floors
 >>> f = Floors(size_B=1e9, copy_Bps=10e9, write_Bps=1e9, read_cold_Bps=2e9, read_warm_Bps=4e9,
-...            write_rounds_s=(1.0, 1.2, 1.4), cache_write_Bps=4e9, fresh_copy_Bps=4e9,
+...            write_rounds_s=(1.0, 1.2, 1.4), cache_write_Bps=4e9, cache_rewrite_Bps=5e9, fresh_copy_Bps=4e9,
 ...            fresh_copy_small_pages_Bps=2e9, crc_Bps=20e9)
 >>> e = engines_model(f, torch_crc_Bps=4e9, pass_s=0.05, cores=2, train_threads=2)
 >>> round(e["sync"]["stall_s"], 3), round(e["torch.save+fsync"]["durable_s"], 3)   # 0.05 + 1.2; 0.25 + 0.25 + 1.2
 (1.25, 1.7)
->>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.1 - 0.05; 0.1 + 0.3/2
-(0.05, 0.25)
+>>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.1 - 0.05; 0.1 + (0.05 + 0.2)/2
+(0.05, 0.225)
 >>> round(engines_model(f, 4e9, pass_s=0.05, cores=2, train_threads=1)["concurrent"]["overhead_s"], 3)  # a free core
 0.1
 """
@@ -67,7 +69,7 @@ def _terms(f: Floors, torch_crc_Bps: float) -> dict:
     """Seconds per term for the floors' size: the letters of the module's table."""
     s = f.size_B
     return {"c": s / f.copy_Bps, "f": s / f.fresh_copy_Bps, "F": s / f.fresh_copy_small_pages_Bps,
-            "p": s / f.cache_write_Bps, "W": f.typical_write_s,
+            "p": s / f.cache_write_Bps, "q": s / f.cache_rewrite_Bps, "W": f.typical_write_s,
             "k": s / f.crc_Bps, "t": s / torch_crc_Bps, "r": s / f.read_cold_Bps}
 
 
@@ -81,6 +83,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     threads the training computes with."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
+             "cache_rewrite_Bps": f.cache_rewrite_Bps,
              "crc_Bps": f.crc_Bps, "read_cold_Bps": f.read_cold_Bps, "torch_crc_Bps": torch_crc_Bps}
     for name, v in rates.items():
         if not (v > 0):                   # NaN too: a rate the floors did not measure
@@ -100,8 +103,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
         "dcp": (torch_write + x["W"], torch_write + x["W"], x["r"] + torch_faults + x["c"], 0.0),
         "dcp-async": (x["F"], x["F"] + torch_write + x["W"], x["r"] + torch_faults + x["c"], torch_write),
         "sync": (x["k"] + x["W"], x["k"] + x["W"], own_load, 0.0),
-        "concurrent": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["k"] + x["p"]),
-        "pipelined": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["c"] + x["k"] + x["p"]),
+        "concurrent": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["k"] + x["q"]),
+        "pipelined": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["c"] + x["k"] + x["q"]),
     }
     share = 0.0 if train_threads < cores else 1.0 / cores     # of the work beside, what the training pays
     out = {}
