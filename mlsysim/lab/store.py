@@ -319,14 +319,16 @@ def write_durable(path: Path, chunks, after_first=None) -> tuple[int, int]:
         fd = None
         os.replace(tmp, path)
         fsync_dir(path.parent)
-    except OSError as e:
+    except BaseException as e:         # an OSError, or a hook's exception: no descriptor or torn file left
         if fd is not None:
             os.close(fd)
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise _write_error(e, tmp) from e
+        if isinstance(e, OSError):
+            raise _write_error(e, tmp) from e
+        raise
     return size, crc
 
 
