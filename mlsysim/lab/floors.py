@@ -4,8 +4,8 @@
   each byte read once and written once); a snapshot that lets training continue must copy
   the state at least once, so no such snapshot stalls less than ``size_B / copy_Bps``;
 * **write + fsync** — writing ``size_B`` bytes sequentially from memory to a new file in the
-  checkpoint directory as the engines write (16 MB ``os.write`` calls, each chunk's writeback
-  started at once, at most 64 MB of the file kept in the page cache, then ``fsync``;
+  checkpoint directory as the engines write (16 MiB ``os.write`` calls, each chunk's writeback
+  started at once, at most 64 MiB of the file kept in the page cache, then ``fsync``;
   :func:`write_once`); no durable save can finish sooner than
   ``size_B / write_Bps``. :func:`~mlsysim.lab.pytorch.compare.compare` times it again between the
   engines' saves and keeps the fastest (:func:`with_write_rounds`): a shared disk drifts;
@@ -17,7 +17,7 @@
 Three rates more, the terms the engines' own work adds to the floors (:mod:`mlsysim.lab.pytorch.model`
 predicts each engine from them):
 
-* **page-cache write** — the same 16 MB ``os.write`` calls with no writeback and no ``fsync``: what
+* **page-cache write** — the same 16 MiB ``os.write`` calls with no writeback and no ``fsync``: what
   a save that never syncs (``torch.save``) pays to hand its bytes to the kernel. Timed into new
   files that are kept (the cache grows into memory it has not used lately, as a checkpoint's file
   does) and again into pages just freed by deleting the previous file (``cache_rewrite_Bps``): on a
@@ -101,8 +101,8 @@ class Floors:
 
 def write_once(path, data) -> float:
     """Seconds to write ``data`` (bytes-like) sequentially to a new file at ``path`` as the engines
-    write (:func:`mlsysim.lab.store.write_chunks`: 16 MB ``os.write`` calls, each chunk's writeback
-    started as soon as it is written, at most 64 MB of the file left in the page cache), then
+    write (:func:`mlsysim.lab.store.write_chunks`: 16 MiB ``os.write`` calls, each chunk's writeback
+    started as soon as it is written, at most 64 MiB of the file left in the page cache), then
     ``fsync``: the fastest way to durable bytes (the file is left in place)."""
     from .store import write_chunks
     view = memoryview(data).cast("B")
@@ -117,7 +117,7 @@ def write_once(path, data) -> float:
 
 
 def cache_write_once(path, data) -> float:
-    """Seconds to write ``data`` to a new file at ``path`` in 16 MB ``os.write`` calls, leaving the
+    """Seconds to write ``data`` to a new file at ``path`` in 16 MiB ``os.write`` calls, leaving the
     bytes in the page cache (no writeback started, no ``fsync``; the file is left in place, dirty)."""
     view = memoryview(data).cast("B")
     t0 = time.perf_counter()

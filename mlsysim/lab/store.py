@@ -10,7 +10,8 @@ A checkpoint of step *s* is two files in one directory:
 
 Each is written to ``<name>.tmp``, flushed with ``fsync``, renamed over its final name
 and made durable with an ``fsync`` of the directory (the rename is atomic on POSIX
-file systems). The data file is renamed first and the commit record last: a
+file systems). While a file is written, at most 64 MiB of it stays in the page cache
+(:func:`write_chunks`). The data file is renamed first and the commit record last: a
 checkpoint exists only once its commit record is durable, so a crash at any moment
 leaves either a committed, complete checkpoint or one that :func:`load_latest`
 ignores. Older checkpoints are deleted (commit record first) only after a newer
@@ -281,9 +282,9 @@ def _libc_sync_file_range():
 
 
 def write_chunks(fd: int, chunks, crc: int = 0, after_first=None) -> tuple[int, int]:
-    """Write ``chunks`` to ``fd`` from its current offset in pieces of at most :data:`CHUNK_B`;
-    start each piece's writeback at once (:func:`_start_writeback`) and retire (:func:`_retire`)
-    what lies more than :data:`WINDOW_B` behind. Returns (bytes, CRC-32 continued from ``crc``);
+    """Write ``chunks`` to ``fd`` from its current offset in pieces of at most ``CHUNK_B`` (16 MiB);
+    start each piece's writeback at once (``_start_writeback``) and retire (``_retire``)
+    what lies more than ``WINDOW_B`` (64 MiB) behind. Returns (bytes, CRC-32 continued from ``crc``);
     ``after_first()`` is called once the first chunk is written."""
     size, behind = 0, 0       # behind: the first byte not yet retired
     for i, chunk in enumerate(chunks):

@@ -21,7 +21,7 @@ c memory copy into touched memory, f copy into memory allocated just before by N
 included, huge pages where Linux gives them), F the same into an anonymous mapping, as PyTorch
 allocates its tensors (4 KB pages unless transparent huge pages are ``always`` on),
 p write into the page cache (pages new to it, as a file that stays cached takes them), q the same
-into pages the cache just gave back (this package's writers keep at most 64 MB of a file cached:
+into pages the cache just gave back (this package's writers keep at most 64 MiB of a file cached:
 :func:`mlsysim.lab.store.write_chunks`), W the write + ``fsync`` of S as the disk ran between the saves (the
 median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
