@@ -14,7 +14,8 @@ F = Floors(size_B=2e9, copy_Bps=10e9, write_Bps=1e9, read_cold_Bps=2e9, read_war
 
 def test_terms_are_seconds_for_the_floors_size():
     x = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0)["terms"]
-    assert x == pytest.approx({"c": 0.2, "f": 0.4, "F": 0.8, "p": 0.5, "q": 0.25, "W": 2.35, "k": 0.1, "t": 0.5, "r": 1.0})
+    assert x == pytest.approx({"c": 0.2, "f": 0.4, "F": 0.8, "p": 0.5, "q": 0.25, "W": 2.35, "k": 0.1, "t": 0.5,
+                               "r": 1.0})
     assert F.typical_write_s == pytest.approx(2.35)      # the median of the four rounds, not the best
 
 

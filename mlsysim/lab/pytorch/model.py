@@ -22,8 +22,8 @@ included, huge pages where Linux gives them), F the same into an anonymous mappi
 allocates its tensors (4 KB pages unless transparent huge pages are ``always`` on),
 p write into the page cache (pages new to it, as a file that stays cached takes them), q the same
 into pages the cache just gave back (this package's writers keep at most 64 MiB of a file cached:
-:func:`mlsysim.lab.store.write_chunks`), W the write + ``fsync`` of S as the disk ran between the saves (the
-median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
+:func:`mlsysim.lab.store.write_chunks`), W the write + ``fsync`` of S as the disk ran between the
+saves (the median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
 ``torch.save``), r a read from the device, τ the forward and backward pass that the pipelined copy
 hides behind. The loaders read into memory they allocate, and pay its page faults: this package's
@@ -33,8 +33,8 @@ in place (c); this package's loader checksums while it reads, in a second thread
 
 **Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
 stall in training, plus, for the engines that work beside the training, the CPU time of that work
-(the CRC-32 and the page-cache write, S/k + S/q; DCP's serialization; the pipelined engine's copy) where it has
-to take a core from the training: nothing while the machine has a core the training leaves free
+(the CRC-32 and the page-cache write, S/k + S/q; DCP's serialization; the pipelined engine's copy)
+where it has to take a core from the training: nothing while the machine has a core the training leaves free
 (``train_threads`` < ``cores``), else its seconds / ``cores``, as a step that runs on every core
 slows by 1/n of what another thread takes. The memory bandwidth that the two share is not modelled.
 
@@ -48,7 +48,7 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 >>> e = engines_model(f, torch_crc_Bps=4e9, pass_s=0.05, cores=2, train_threads=2)
 >>> round(e["sync"]["stall_s"], 3), round(e["torch.save+fsync"]["durable_s"], 3)   # 0.05 + 1.2; 0.25 + 0.25 + 1.2
 (1.25, 1.7)
->>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.1 - 0.05; 0.1 + (0.05 + 0.2)/2
+>>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.1-0.05; 0.1+(0.05+0.2)/2
 (0.05, 0.225)
 >>> round(engines_model(f, 4e9, pass_s=0.05, cores=2, train_threads=1)["concurrent"]["overhead_s"], 3)  # a free core
 0.1
