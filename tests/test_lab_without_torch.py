@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
+from jupyter_client.manager import KernelManager  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +46,10 @@ def _printed(nb) -> str:
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_lab_notebook_runs_without_torch(name, no_torch_path, tmp_path):
     nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    # the kernel's channels over Unix sockets in tmp_path, not TCP ports that a torchrun job's rendezvous
+    # in a parallel test could take between the kernel choosing them and binding them
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
+    NotebookClient(nb, km=km, timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
     printed = _printed(nb)
     assert "PyTorch is not installed" in printed            # it knew, and said so
     assert not any(o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
