@@ -238,12 +238,12 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _start_writeback(fd: int, offset: int, length: int) -> None:
-    """Ask the kernel to start writing these bytes to the device now (Linux starts the writeback of
-    dirty pages on ``POSIX_FADV_DONTNEED``), instead of at the final ``fsync``: the device writes
-    while the next chunks are checksummed and copied, so the ``fsync`` has less left to wait for.
-    The kernel's own writeback would start only past ``dirty_background_ratio`` of memory, which a
-    checkpoint of a few GB on a large host never reaches. A no-op where the call does not exist."""
+def _dont_need(fd: int, offset: int, length: int) -> None:
+    """``POSIX_FADV_DONTNEED`` on these bytes. Linux starts writing the range's dirty pages to the
+    device at once, instead of at the final ``fsync`` (the device writes while the next chunks are
+    checksummed and copied; the kernel's own writeback would start only past
+    ``dirty_background_ratio`` of memory, which a checkpoint of a few GB on a large host never
+    reaches), and drops its clean pages from the page cache. A no-op where the call does not exist."""
     if hasattr(os, "posix_fadvise") and length:
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
@@ -266,7 +266,7 @@ def _retire(fd: int, offset: int, length: int) -> None:
         _sync_file_range = _libc_sync_file_range()
     if _sync_file_range is not False:
         _sync_file_range(fd, offset, length, _WAIT_WRITE_WAIT)   # an error leaves the pages cached
-    _start_writeback(fd, offset, length)
+    _dont_need(fd, offset, length)
 
 
 def _libc_sync_file_range():
@@ -283,21 +283,20 @@ def _libc_sync_file_range():
 
 def write_chunks(fd: int, chunks, crc: int = 0, after_first=None) -> tuple[int, int]:
     """Write ``chunks`` to ``fd`` from its current offset in pieces of at most ``CHUNK_B`` (16 MiB);
-    start each piece's writeback at once (``_start_writeback``) and retire (``_retire``)
-    what lies more than ``WINDOW_B`` (64 MiB) behind. Returns (bytes, CRC-32 continued from ``crc``);
+    start each piece's writeback at once (``_dont_need``) and retire (``_retire``) what lies more
+    than ``WINDOW_B`` (64 MiB) behind. Returns (bytes, CRC-32 continued from ``crc``);
     ``after_first()`` is called once the first chunk is written."""
     size, behind = 0, 0       # behind: the first byte not yet retired
     for i, chunk in enumerate(chunks):
         whole = memoryview(chunk).cast("B")
         for j in range(0, len(whole), CHUNK_B):
-            mv = whole[j:j + CHUNK_B]
-            crc = crc32(mv, crc)
-            start = size
+            piece = whole[j:j + CHUNK_B]
+            crc = crc32(piece, crc)
+            mv = piece
             while len(mv):
-                n = os.write(fd, mv)
-                mv = mv[n:]
-            size += min(CHUNK_B, len(whole) - j)
-            _start_writeback(fd, start, size - start)
+                mv = mv[os.write(fd, mv):]
+            _dont_need(fd, size, len(piece))
+            size += len(piece)
             if size - behind > WINDOW_B + CHUNK_B:
                 _retire(fd, behind, size - WINDOW_B - behind)
                 behind = size - WINDOW_B
@@ -472,7 +471,7 @@ def read_with_crc(path, buf: np.ndarray, chunk_B: int = CHUNK_B, drop_behind: bo
                         break
                     ready.put((pos, n))
                     if drop_behind:
-                        _start_writeback(f.fileno(), pos, n)     # clean pages: dropped
+                        _dont_need(f.fileno(), pos, n)     # clean pages: dropped
                     pos += n
         except OSError as e:
             ready.put(e)
