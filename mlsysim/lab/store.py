@@ -45,6 +45,7 @@ FORMAT = "mlsysim-lab-checkpoint/1"
 ALIGN = 64
 CHUNK_B = 16 * 2 ** 20
 SMALL_B = 2 ** 20             # pieces smaller than this are gathered into one write (chunks_of)
+PAGE_B = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096   # the page cache's unit
 NAME = re.compile(r"^ckpt-(\d{9})\.(data|commit)$")
 
 
@@ -285,24 +286,69 @@ def write_chunks(fd: int, chunks, crc: int = 0, after_first=None) -> tuple[int, 
     """Write ``chunks`` to ``fd`` from its current offset in pieces of at most ``CHUNK_B`` (16 MiB);
     start each piece's writeback at once (``_dont_need``) and retire (``_retire``) what lies more
     than ``WINDOW_B`` (64 MiB) behind. Returns (bytes, CRC-32 continued from ``crc``);
-    ``after_first()`` is called once the first chunk is written."""
-    size, behind = 0, 0       # behind: the first byte not yet retired
-    for i, chunk in enumerate(chunks):
-        whole = memoryview(chunk).cast("B")
-        for j in range(0, len(whole), CHUNK_B):
-            piece = whole[j:j + CHUNK_B]
-            crc = crc32(piece, crc)
-            mv = piece
-            while len(mv):
-                mv = mv[os.write(fd, mv):]
-            _dont_need(fd, size, len(piece))
-            size += len(piece)
-            if size - behind > WINDOW_B + CHUNK_B:
-                _retire(fd, behind, size - WINDOW_B - behind)
-                behind = size - WINDOW_B
-        if i == 0 and after_first is not None:
-            after_first()
+    ``after_first()`` is called once the first chunk is written. The CRC-32 runs in a second thread
+    while this one writes: both release the GIL, so it hides behind the writes.
+
+    Only whole pages are handed to the kernel: a piece that ends inside a page leaves that page
+    cached, so that the next piece completes it in memory. Dropped, the page would have to be read
+    back from the device before the next write could finish it (a tensor's bytes end on a 64-byte
+    boundary, not a page's: measured here, writing a 1 GB state in its tensors' pieces took
+    0.46 s that way against 0.31 s in 16 MiB pieces)."""
+    size, started, behind = 0, 0, 0     # started: writeback started below; behind: retired below
+    check = _Checksum(crc)
+    try:
+        for i, chunk in enumerate(chunks):
+            whole = memoryview(chunk).cast("B")
+            for j in range(0, len(whole), CHUNK_B):
+                piece = whole[j:j + CHUNK_B]
+                check.add(piece)
+                mv = piece
+                while len(mv):
+                    mv = mv[os.write(fd, mv):]
+                size += len(piece)
+                full = size - size % PAGE_B
+                if full > started:
+                    _dont_need(fd, started, full - started)
+                    started = full
+                if started - behind > WINDOW_B + CHUNK_B:
+                    end = started - WINDOW_B
+                    _retire(fd, behind, end - behind)
+                    behind = end
+            if i == 0 and after_first is not None:
+                after_first()
+    finally:
+        crc = check.result()
     return size, crc
+
+
+class _Checksum:
+    """A CRC-32 continued over the pieces given to :meth:`add`, in order: inline while they are small,
+    in a thread of its own from the first piece of :data:`SMALL_B` or more (the caller must not change
+    a piece until :meth:`result` returns)."""
+
+    def __init__(self, crc: int = 0):
+        self.crc, self.queue, self.thread = crc, None, None
+
+    def add(self, piece) -> None:
+        if self.thread is None and len(piece) < SMALL_B:
+            self.crc = crc32(piece, self.crc)
+            return
+        if self.thread is None:
+            self.queue = queue.Queue()
+            self.thread = threading.Thread(target=self._run, name="checkpoint-crc", daemon=True)
+            self.thread.start()
+        self.queue.put(piece)
+
+    def _run(self) -> None:
+        while (piece := self.queue.get()) is not None:
+            self.crc = crc32(piece, self.crc)
+
+    def result(self) -> int:
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+            self.thread = None
+        return self.crc
 
 
 def write_durable(path: Path, chunks, after_first=None) -> tuple[int, int]:
@@ -402,8 +448,13 @@ class Loaded:
 
 def read_checkpoint(directory, step: int, mapped: bool = False, drop_behind: bool = False):
     """Read and verify checkpoint ``step``; raises :class:`CheckpointError` naming the bad file.
-    ``drop_behind``: drop each chunk from the page cache once read (:func:`read_with_crc`; for the
-    file's only reader: other readers of the same file would read it from the device again).
+
+    Each array of :data:`SMALL_B` or more is read straight into memory of its own, allocated as what
+    it is returned as (a PyTorch tensor through PyTorch's allocator, as ``torch.load`` allocates, or a
+    NumPy array), so that a freed state's memory is reused and no array keeps another alive; the
+    smaller pieces (header, padding, small arrays) are read together and the small arrays copied out.
+    ``drop_behind``: drop each chunk from the page cache once read (:func:`read_into_with_crc`; for
+    the file's only reader: other readers of the same file would read it from the device again).
     ``mapped``: map the file instead of copying it (a file in memory, as on ``/dev/shm``: its
     pages are used in place, no new buffer is filled); the arrays are then views of the
     mapping (copy-on-write: writing to one never changes the file)."""
@@ -420,23 +471,111 @@ def read_checkpoint(directory, step: int, mapped: bool = False, drop_behind: boo
         raise CheckpointError(errno.ENOENT, f"{dpath}: data file missing (committed at step {step})") from None
     if actual != size:
         raise CheckpointError(errno.EIO, f"{dpath}: truncated or torn ({actual} B on disk, {size} B committed)")
-    if mapped:
-        buf = map_file(dpath, size)
-        got, actual_crc = size, crc32(buf)
+    peeked = None if mapped else _peek_header(dpath, size)
+    if peeked is None:              # mapped, or a header that does not parse: the whole file, then the verdict
+        buf = map_file(dpath, size) if mapped else np.empty(size, dtype=np.uint8)
+        got, actual_crc = (size, crc32(buf)) if mapped else read_with_crc(dpath, buf, drop_behind=drop_behind)
+        _verify(dpath, got, actual_crc, size, crc)
+        header = _parse_header(bytes(buf[:min(size, 2 ** 24)]), dpath)
+        arrays = [_from_numpy(buf[s["offset"]:s["offset"] + s["nbytes"]].view(np.dtype(s["dtype"]))
+                              .reshape(s["shape"]), s) for s in header["arrays"]]
     else:
-        buf = np.empty(size, dtype=np.uint8)
-        got, actual_crc = read_with_crc(dpath, buf, drop_behind=drop_behind)
-    if got != size or actual_crc != crc:
-        raise CheckpointError(errno.EIO, f"{dpath}: checksum mismatch (corrupt)")
-    if bytes(buf[:8]) != MAGIC:
-        raise CheckpointError(errno.EIO, f"{dpath}: not a checkpoint file")
-    (n,) = struct.unpack("<Q", bytes(buf[8:16]))
-    header = json.loads(bytes(buf[16:16 + n]))
-    arrays = []
-    for s in header["arrays"]:
-        a = buf[s["offset"]:s["offset"] + s["nbytes"]].view(np.dtype(s["dtype"])).reshape(s["shape"])
-        arrays.append(_from_numpy(a, s))
+        header, head = peeked
+        segments, finish = _plan_read(header["arrays"], size)
+        got, actual_crc = read_into_with_crc(dpath, segments, drop_behind=drop_behind)
+        _verify(dpath, got, actual_crc, size, crc)
+        if bytes(segments[0][:len(head)]) != head:   # the header parsed is the one the checksum verified
+            raise CheckpointError(errno.EIO, f"{dpath}: changed while it was read")
+        arrays = finish()
     return _decode(header["state"], arrays), str(dpath), size
+
+
+def _verify(path, got: int, actual_crc: int, size: int, crc: int) -> None:
+    if got != size or actual_crc != crc:
+        raise CheckpointError(errno.EIO, f"{path}: checksum mismatch (corrupt)")
+
+
+def _parse_header(head: bytes, path) -> dict:
+    """The JSON header at the start of a data file; :class:`CheckpointError` if it is not one."""
+    if head[:8] != MAGIC:
+        raise CheckpointError(errno.EIO, f"{path}: not a checkpoint file")
+    (n,) = struct.unpack("<Q", head[8:16])
+    try:
+        return json.loads(head[16:16 + n])
+    except ValueError:
+        raise CheckpointError(errno.EIO, f"{path}: not a checkpoint file (unreadable header)") from None
+
+
+def _peek_header(path, size: int):
+    """(header, its bytes) read from the start of ``path`` before the file is verified, or None
+    where it does not parse or its arrays do not lie in order inside ``size`` bytes (the caller then
+    reads the whole file and lets the checksum speak)."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            head = f.read(16)
+            if len(head) < 16 or head[:8] != MAGIC:
+                return None
+            (n,) = struct.unpack("<Q", head[8:16])
+            if not 0 < n <= size - 16:
+                return None
+            text = f.read(n)
+            header = json.loads(text)
+        pos = 16 + n
+        for a in header["arrays"]:
+            off, nbytes = int(a["offset"]), int(a["nbytes"])
+            if off < pos or nbytes < 0 or off + nbytes > size:
+                return None
+            pos = off + nbytes
+        return header, head + text
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _plan_read(specs: list, size: int):
+    """The file's bytes as segments in order (writable byte views covering [0, size)): each array of
+    :data:`SMALL_B` or more in memory of its own, the pieces between in one buffer per run; and a
+    function that returns the arrays once the segments are filled."""
+    torch = None
+    if any(s.get("kind") == "torch" for s in specs):
+        import torch
+    segments, own, runs = [], {}, []
+    pos = 0
+
+    def run_to(end):
+        nonlocal pos
+        if end > pos:
+            runs.append((pos, np.empty(end - pos, dtype=np.uint8)))
+            segments.append(memoryview(runs[-1][1]))
+            pos = end
+
+    for i, s in enumerate(specs):
+        if s["nbytes"] < SMALL_B:
+            continue
+        run_to(s["offset"])
+        t = torch.empty(s["nbytes"], dtype=torch.uint8) if s.get("kind") == "torch" else None
+        own[i] = (t, np.empty(s["nbytes"], dtype=np.uint8) if t is None else t.numpy())
+        segments.append(memoryview(own[i][1]))
+        pos = s["offset"] + s["nbytes"]
+    run_to(size)
+
+    def small(s):                       # a copy of the array's bytes out of the run that holds them
+        start, buf = next((a, b) for a, b in reversed(runs) if a <= s["offset"])
+        return buf[s["offset"] - start:s["offset"] - start + s["nbytes"]].copy()
+
+    def finish():
+        out = []
+        for i, s in enumerate(specs):
+            t, raw = own.get(i, (None, None))
+            if raw is None:
+                raw = small(s)
+                t = torch.from_numpy(raw) if s.get("kind") == "torch" else None
+            if t is not None:
+                dtype = getattr(torch, s["torch_dtype"])
+                out.append(t.view(dtype).reshape(s["shape"]) if s["nbytes"] else torch.empty(s["shape"], dtype=dtype))
+            else:
+                out.append(_from_numpy(raw.view(np.dtype(s["dtype"])).reshape(s["shape"]), s))
+        return out
+    return segments, finish
 
 
 def map_file(path, size: int) -> np.ndarray:
@@ -452,30 +591,39 @@ def map_file(path, size: int) -> np.ndarray:
 
 
 def read_with_crc(path, buf: np.ndarray, chunk_B: int = CHUNK_B, drop_behind: bool = False) -> tuple[int, int]:
-    """Read ``path`` into ``buf`` and return (bytes read, CRC-32). A reader thread fills ``buf``
-    chunk by chunk while this thread checksums the chunks already in; both release the GIL,
-    so the checksum hides behind the read instead of following it. ``drop_behind``: each chunk
-    is dropped from the page cache once it is in ``buf`` (the bytes are in the caller's memory
-    now), so that the read-ahead of the next chunks reuses those pages, as :func:`write_chunks`
-    does for a write."""
-    mv = memoryview(buf).cast("B")
+    """Read ``path`` into ``buf`` (:func:`read_into_with_crc` with one segment); (bytes read, CRC-32)."""
+    return read_into_with_crc(path, [memoryview(buf).cast("B")], chunk_B, drop_behind)
+
+
+def read_into_with_crc(path, segments, chunk_B: int = CHUNK_B, drop_behind: bool = False) -> tuple[int, int]:
+    """Read ``path`` from its start into ``segments`` (writable byte views, filled in order) and return
+    (bytes read, CRC-32 of them). A reader thread fills the segments chunk by chunk while this thread
+    checksums the chunks already in; both release the GIL, so the checksum hides behind the read
+    instead of following it. ``drop_behind``: each chunk is dropped from the page cache once it is in
+    memory (the bytes are in the caller's memory now), so that the read-ahead of the next chunks
+    reuses those pages, as :func:`write_chunks` does for a write."""
     ready: queue.Queue = queue.Queue()
 
     def reader():
         try:
             with open(path, "rb", buffering=0) as f:
-                pos = 0
-                while pos < len(mv):
-                    n = f.readinto(mv[pos:pos + chunk_B])
-                    if not n:
-                        break
-                    ready.put((pos, n))
-                    if drop_behind:
-                        _dont_need(f.fileno(), pos, n)     # clean pages: dropped
-                    pos += n
+                pos = dropped = 0
+                for seg in segments:
+                    i = 0
+                    while i < len(seg):
+                        n = f.readinto(seg[i:i + chunk_B])
+                        if not n:
+                            return
+                        ready.put(seg[i:i + n])
+                        i, pos = i + n, pos + n
+                        full = pos - pos % PAGE_B       # whole pages only: the next segment reads the rest
+                        if drop_behind and full > dropped:
+                            _dont_need(f.fileno(), dropped, full - dropped)     # clean pages: dropped
+                            dropped = full
         except OSError as e:
             ready.put(e)
-        ready.put(None)
+        finally:
+            ready.put(None)
 
     t = threading.Thread(target=reader, name="checkpoint-reader", daemon=True)
     t.start()
@@ -484,9 +632,8 @@ def read_with_crc(path, buf: np.ndarray, chunk_B: int = CHUNK_B, drop_behind: bo
         if isinstance(item, OSError):
             error = item
             continue
-        pos, n = item
-        crc = crc32(mv[pos:pos + n], crc)
-        got += n
+        crc = crc32(item, crc)
+        got += len(item)
     t.join()
     if error is not None:
         raise CheckpointError(error.errno, f"{path}: cannot read ({error.strerror or error})")
