@@ -40,7 +40,8 @@ there; the overhead runs (2.) train beside it:
 
 Two predictions stand beside each engine. The refined one (``model``, :mod:`mlsysim.lab.pytorch.model`)
 adds each engine's own work to the floors, from rates measured in the same run: the page-cache
-write, the copy into new memory, this package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``).
+write, the copy into new memory, the copy into the tensors a load allocates (``alloc_copy_Bps``), this
+package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``).
 The first, :func:`mlsysim.checkpoint`'s (measured floors as its memory
 and storage rates, see :mod:`mlsysim.lab.predict`), is kept as ``predicted``: the
 ``sync`` strategy for the engines that block until durable, ``async`` for those that
@@ -133,6 +134,7 @@ class Comparison:
     tensors: int = 0                        # how many tensors the state holds
     torch_crc_Bps: float = float("nan")     # torch.save's own CRC-32 of its records (a model term)
     pass_s: float = float("nan")            # one forward and backward pass (the pipelined copy's cover)
+    alloc_copy_Bps: float = float("nan")    # the copy into new tensors while the previous copy is held (u)
     terms_s: dict = field(default_factory=dict)   # the model's terms in seconds (see mlsysim.lab.pytorch.model)
 
     def run(self, engine: str) -> EngineRun:
@@ -165,7 +167,8 @@ class Comparison:
                 "config": vars(self.config).copy(), "floors": f.to_dict(), "copy_floor_s": f.copy_floor_s,
                 "write_floor_s": f.write_floor_s, "snapshot_copy_s": _or_none(self.snapshot_copy_s),
                 "tensors": self.tensors, "torch_crc_Bps": _or_none(self.torch_crc_Bps),
-                "pass_s": _or_none(self.pass_s), "terms_s": dict(self.terms_s),
+                "pass_s": _or_none(self.pass_s), "alloc_copy_Bps": _or_none(self.alloc_copy_Bps),
+                "terms_s": dict(self.terms_s),
                 "engines": [r.to_dict(f) for r in self.runs]}
 
 
@@ -290,6 +293,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         floors = floors or measure_floors(state_B, root, repeats=repeats)
         snapshot_s, tensors = _snapshot_copy(state, repeats)
         torch_crc = torch_crc_Bps(repeats)
+        alloc_Bps = alloc_copy_Bps(state, repeats)
         live = {}
         try:
             for e in engines:
@@ -320,7 +324,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         overhead, in_training, pass_s = _overheads(
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
-        model = _model(floors, torch_crc, pass_s)
+        model = _model(floors, torch_crc, pass_s, alloc_Bps)
         runs = []
         for e in engines:
             say(f"loading {e}")
@@ -332,6 +336,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
                                     (overhead[e], in_training[e]), model.get(e, {})))
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=pass_s,
+                      alloc_copy_Bps=alloc_Bps,
                       terms_s=model.get("terms", {}))
 
 
@@ -351,11 +356,40 @@ def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
 
 
 
-def _model(floors: Floors, torch_crc_Bps: float, pass_s: float) -> dict:
+def alloc_copy_Bps(state, repeats: int) -> float:
+    """Bytes per second of copying ``state``'s tensors into new tensors (``torch.empty_like``) while the
+    previous such copy is still held, as one load follows another (the loader's result lives until the
+    next load has returned): what PyTorch's allocator hands back is memory an earlier copy freed.
+    The best of ``repeats`` (at least two) after one untimed copy."""
+    tensors = []
+
+    def walk(o):
+        if isinstance(o, torch.Tensor):
+            tensors.append(o)
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v)
+    walk(state)
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    held, best = [torch.empty_like(t).copy_(t) for t in tensors], float("inf")
+    for _ in range(max(repeats, 2)):
+        t0 = time.perf_counter()
+        new = [torch.empty_like(t).copy_(t) for t in tensors]
+        best = min(best, time.perf_counter() - t0)
+        held = new
+    del held
+    return size / best if best > 0 else float("nan")
+
+
+def _model(floors: Floors, torch_crc_Bps: float, pass_s: float, alloc_Bps: float) -> dict:
     """The refined model's prediction per engine, or none where a rate could not be measured."""
     try:
         return engines_model(floors, torch_crc_Bps, pass_s, cores=os.cpu_count() or 1,
-                             train_threads=torch.get_num_threads())
+                             train_threads=torch.get_num_threads(),
+                             alloc_copy_Bps=alloc_Bps if alloc_Bps == alloc_Bps else None)
     except MlsysimError:
         return {}
 

@@ -12,9 +12,9 @@ engine                 stall (blocked)                        durable           
 ``torch.save+fsync``   S/t + S/p + W                          = stall                            S/r + A
 ``dcp``                S/t + S/p + W                          = stall                            S/r + A + S/c
 ``dcp-async``          S/F                                    S/F + S/t + S/p + W                S/r + A + S/c
-``sync``               S/k + W                                = stall                            max(S/r, S/k) + a
-``concurrent``         S/c                                    S/c + S/k + W                      max(S/r, S/k) + a
-``pipelined``          S/c; in training max(0, S/c − τ)       S/c + S/k + W                      max(S/r, S/k) + a
+``sync``               max(S/k, W)                            = stall                            max(S/r, S/k) + A
+``concurrent``         S/c                                    S/c + max(S/k, W)                  max(S/r, S/k) + A
+``pipelined``          S/c; in training max(0, S/c − τ)       S/c + max(S/k, W)                  max(S/r, S/k) + A
 =====================  =====================================  =================================  ==================
 
 c memory copy into touched memory, f copy into memory allocated just before by NumPy (page faults
@@ -26,10 +26,14 @@ into pages the cache just gave back (this package's writers keep at most 64 MiB 
 saves (the median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
 ``torch.save``), r a read from the device, τ the forward and backward pass that the pipelined copy
-hides behind. The loaders read into memory they allocate, and pay its page faults: this package's
-into a NumPy buffer, a = S/f − S/c (the copy into new memory less the copy itself), PyTorch's into
-tensors, A = S/F − S/c; DCP then copies into the state it loads
-in place (c); this package's loader checksums while it reads, in a second thread (the longer of the two).
+hides behind. This package's writers checksum in a second thread while they write (the longer of the
+two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader
+into memory of each large array's own, as ``torch.load`` does), and pay what that memory costs beyond a
+copy into touched memory: A = S/u − S/c, u the copy of the state into new tensors while the previous
+copy is still held (:func:`mlsysim.lab.pytorch.compare.alloc_copy_Bps`: the allocator hands back what
+an earlier load freed, as the loads of a run follow one another). Without u, A = S/F − S/c (every page
+new). DCP then copies into the state it loads in place (c); this package's loader checksums while it
+reads, in a second thread (the longer of the two).
 
 **Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
 stall in training, plus, for the engines that work beside the training, the CPU time of that work
@@ -46,8 +50,8 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 ...            write_rounds_s=(1.0, 1.2, 1.4), cache_write_Bps=4e9, cache_rewrite_Bps=5e9, fresh_copy_Bps=4e9,
 ...            fresh_copy_small_pages_Bps=2e9, crc_Bps=20e9)
 >>> e = engines_model(f, torch_crc_Bps=4e9, pass_s=0.05, cores=2, train_threads=2)
->>> round(e["sync"]["stall_s"], 3), round(e["torch.save+fsync"]["durable_s"], 3)   # 0.05 + 1.2; 0.25 + 0.25 + 1.2
-(1.25, 1.7)
+>>> round(e["sync"]["stall_s"], 3), round(e["torch.save+fsync"]["durable_s"], 3)   # max(0.05, 1.2); 0.25 + 0.25 + 1.2
+(1.2, 1.7)
 >>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.1-0.05; 0.1+(0.05+0.2)/2
 (0.05, 0.225)
 >>> round(engines_model(f, 4e9, pass_s=0.05, cores=2, train_threads=1)["concurrent"]["overhead_s"], 3)  # a free core
@@ -73,14 +77,16 @@ def _terms(f: Floors, torch_crc_Bps: float) -> dict:
             "k": s / f.crc_Bps, "t": s / torch_crc_Bps, "r": s / f.read_cold_Bps}
 
 
-def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2, train_threads: int = 1) -> dict:
+def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2, train_threads: int = 1,
+                  alloc_copy_Bps: float | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
     ``f`` the floors measured in the run (with the write rounds, the page-cache write, the copy into
     new memory and the CRC-32 rate), ``torch_crc_Bps`` the rate of ``torch.save``'s own CRC-32,
     ``pass_s`` the forward and backward time, ``cores`` the machine's cores, ``train_threads`` the
-    threads the training computes with."""
+    threads the training computes with, ``alloc_copy_Bps`` the copy into new tensors as the loads
+    allocate them (u; None: every page new, F)."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
              "cache_rewrite_Bps": f.cache_rewrite_Bps,
@@ -93,18 +99,23 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     for name, v in (("cores", cores), ("train_threads", train_threads)):
         if type(v) is not int or v < 1:
             raise MlsysimError(f"{name} must be a positive integer, got {v!r}")
+    if alloc_copy_Bps is not None and not (alloc_copy_Bps > 0):
+        raise MlsysimError(f"alloc_copy_Bps must be a measured rate > 0 B/s, got {alloc_copy_Bps!r}")
     x = _terms(f, torch_crc_Bps)
-    faults, torch_faults = max(0.0, x["f"] - x["c"]), max(0.0, x["F"] - x["c"])
+    if alloc_copy_Bps is not None:
+        x["u"] = f.size_B / alloc_copy_Bps
+    faults = max(0.0, x.get("u", x["F"]) - x["c"])     # A: the loaders' new tensors beyond a copy
     own_load = max(x["r"], x["k"]) + faults
     torch_write = x["t"] + x["p"]
+    persist = max(x["k"], x["W"])                     # the CRC-32 beside the write
     table = {
-        "torch.save": (torch_write, None, x["r"] + torch_faults, 0.0),
-        "torch.save+fsync": (torch_write + x["W"], torch_write + x["W"], x["r"] + torch_faults, 0.0),
-        "dcp": (torch_write + x["W"], torch_write + x["W"], x["r"] + torch_faults + x["c"], 0.0),
-        "dcp-async": (x["F"], x["F"] + torch_write + x["W"], x["r"] + torch_faults + x["c"], torch_write),
-        "sync": (x["k"] + x["W"], x["k"] + x["W"], own_load, 0.0),
-        "concurrent": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["k"] + x["q"]),
-        "pipelined": (x["c"], x["c"] + x["k"] + x["W"], own_load, x["c"] + x["k"] + x["q"]),
+        "torch.save": (torch_write, None, x["r"] + faults, 0.0),
+        "torch.save+fsync": (torch_write + x["W"], torch_write + x["W"], x["r"] + faults, 0.0),
+        "dcp": (torch_write + x["W"], torch_write + x["W"], x["r"] + faults + x["c"], 0.0),
+        "dcp-async": (x["F"], x["F"] + torch_write + x["W"], x["r"] + faults + x["c"], torch_write),
+        "sync": (persist, persist, own_load, 0.0),
+        "concurrent": (x["c"], x["c"] + persist, own_load, x["k"] + x["q"]),
+        "pipelined": (x["c"], x["c"] + persist, own_load, x["c"] + x["k"] + x["q"]),
     }
     share = 0.0 if train_threads < cores else 1.0 / cores     # of the work beside, what the training pays
     out = {}
