@@ -8,9 +8,9 @@ measured on its own, as the floors are (:func:`mlsysim.lab.floors.measure_floors
 =====================  =====================================  =================================  ==================
 engine                 stall (blocked)                        durable                            load
 =====================  =====================================  =================================  ==================
-``torch.save``         S/t + S/p                              never                              S/r + A
-``torch.save+fsync``   S/t + S/p + W                          = stall                            S/r + A
-``dcp``                S/t + S/p + W                          = stall                            S/r + A + S/c
+``torch.save``         S/t + S/q; in training S/t + S/p       never                              S/r + A
+``torch.save+fsync``   S/t + S/q + W; in training S/p for S/q = stall                            S/r + A
+``dcp``                S/t + S/q + W; in training S/p for S/q = stall                            S/r + A + S/c
 ``dcp-async``          S/F                                    S/F + S/t + S/p + W                S/r + A + S/c
 ``sync``               max(S/k, W)                            = stall                            max(S/r, S/k) + A
 ``concurrent``         S/c                                    S/c + max(S/k, W)                  max(S/r, S/k) + A
@@ -27,7 +27,15 @@ saves (the median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_writ
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
 ``torch.save``), r a read from the device, τ the forward and backward pass that the pipelined copy
 hides behind. This package's writers checksum in a second thread while they write (the longer of the
-two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader
+two).
+
+**Which pages the page cache takes.** In the rounds of the comparison each engine deletes its
+checkpoint of two rounds before once its save is done, so from the second round on every save finds a
+file's worth of pages freed a moment before, and PyTorch's writers, which keep their whole file in the
+cache, write into those (q). In training a checkpoint follows seconds of training and finds none:
+the write takes pages new to the cache (p). DCP's ``async_save`` allocates its staging copy first,
+which takes the freed pages, so its write takes new ones (p) in both. This package's writers reuse
+their own 64 MiB window either way. The loaders read into tensors they allocate through PyTorch's allocator (this package's loader
 into memory of each large array's own, as ``torch.load`` does), and pay what that memory costs beyond a
 copy into touched memory: A = S/u − S/c, u the copy of the state into new tensors while the previous
 copy is still held (:func:`mlsysim.lab.pytorch.compare.alloc_copy_Bps`: the allocator hands back what
@@ -50,8 +58,10 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 ...            write_rounds_s=(1.0, 1.2, 1.4), cache_write_Bps=4e9, cache_rewrite_Bps=5e9, fresh_copy_Bps=4e9,
 ...            fresh_copy_small_pages_Bps=2e9, crc_Bps=20e9)
 >>> e = engines_model(f, torch_crc_Bps=4e9, pass_s=0.05, cores=2, train_threads=2)
->>> round(e["sync"]["stall_s"], 3), round(e["torch.save+fsync"]["durable_s"], 3)   # max(0.05, 1.2); 0.25 + 0.25 + 1.2
-(1.2, 1.7)
+>>> round(e["sync"]["stall_s"], 3), round(e["torch.save+fsync"]["durable_s"], 3)   # max(0.05, 1.2); 0.25 + 0.2 + 1.2
+(1.2, 1.65)
+>>> round(e["torch.save+fsync"]["training_stall_s"], 3)      # in training, pages new to the cache: 0.25 + 0.25 + 1.2
+1.7
 >>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.1-0.05; 0.1+(0.05+0.2)/2
 (0.05, 0.225)
 >>> round(engines_model(f, 4e9, pass_s=0.05, cores=2, train_threads=1)["concurrent"]["overhead_s"], 3)  # a free core
@@ -108,10 +118,11 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     own_load = max(x["r"], x["k"]) + faults
     torch_write = x["t"] + x["p"]
     persist = max(x["k"], x["W"])                     # the CRC-32 beside the write
+    rounds_write = x["t"] + x["q"]                    # into the pages an older checkpoint's deletion freed
     table = {
-        "torch.save": (torch_write, None, x["r"] + faults, 0.0),
-        "torch.save+fsync": (torch_write + x["W"], torch_write + x["W"], x["r"] + faults, 0.0),
-        "dcp": (torch_write + x["W"], torch_write + x["W"], x["r"] + faults + x["c"], 0.0),
+        "torch.save": (rounds_write, None, x["r"] + faults, 0.0),
+        "torch.save+fsync": (rounds_write + x["W"], rounds_write + x["W"], x["r"] + faults, 0.0),
+        "dcp": (rounds_write + x["W"], rounds_write + x["W"], x["r"] + faults + x["c"], 0.0),
         "dcp-async": (x["F"], x["F"] + torch_write + x["W"], x["r"] + faults + x["c"], torch_write),
         "sync": (persist, persist, own_load, 0.0),
         "concurrent": (x["c"], x["c"] + persist, own_load, x["k"] + x["q"]),
@@ -119,8 +130,10 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     }
     share = 0.0 if train_threads < cores else 1.0 / cores     # of the work beside, what the training pays
     out = {}
+    in_training = {"torch.save": torch_write, "torch.save+fsync": torch_write + x["W"], "dcp": torch_write + x["W"],
+                   "pipelined": max(0.0, x["c"] - pass_s)}
     for e, (stall, durable, load, beside) in table.items():
-        training = max(0.0, x["c"] - pass_s) if e == "pipelined" else stall
+        training = in_training.get(e, stall)
         out[e] = {"stall_s": stall, "durable_s": durable, "load_s": load, "training_stall_s": training,
                   "overhead_s": training + beside * share}
     out["terms"] = x
