@@ -77,8 +77,9 @@ def test_a_floor_without_the_new_rates_is_refused():
 
 def test_the_recorded_run_holds_the_models_predictions():
     """The stored run's refined predictions are what the model gives now for the rates it measured:
-    a change of the model shows here until the record is computed again (``results.remodel``)."""
-    from mlsysim.lab.pytorch.results import recorded, remodel
+    a change of the model shows here until the record is computed again (``model.remodel``)."""
+    from mlsysim.lab.pytorch.model import remodel
+    from mlsysim.lab.pytorch.results import recorded
     rec = recorded()
     again = remodel(rec)
     for r, s in zip(rec["engines"], again["engines"]):

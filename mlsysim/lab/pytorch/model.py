@@ -69,6 +69,7 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ...errors import MlsysimError
@@ -138,3 +139,18 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                   "overhead_s": training + beside * share}
     out["terms"] = x
     return out
+
+
+def remodel(record: dict) -> dict:
+    """``record`` (a run's ``to_dict()``, as stored) with each engine's ``model`` and the ``terms_s`` computed
+    again by :func:`mlsysim.lab.pytorch.model.engines_model` from the rates the run measured (its floors,
+    ``torch_crc_Bps``, ``pass_s``, ``alloc_copy_Bps``, cores and training threads); the measurements are
+    left as they are."""
+    names = {f.name for f in dataclasses.fields(Floors)}
+    floors = {k: v for k, v in record["floors"].items() if k in names}
+    floors["write_rounds_s"] = tuple(floors.get("write_rounds_s", ()))
+    model = engines_model(Floors(**floors), record["torch_crc_Bps"], record["pass_s"],
+                          cores=record["machine"]["cores"], train_threads=record["config"]["threads"],
+                          alloc_copy_Bps=record.get("alloc_copy_Bps"))
+    engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
+    return {**record, "engines": engines, "terms_s": model["terms"]}

@@ -7,8 +7,6 @@ extra; what a reader looks at afterwards does not. This module (no torch import)
   (``lab/pytorch/data/benchmark.json``, written by ``benchmarks/bench_lab_torch.py --record``);
 * :func:`targets` — the benchmark's targets checked on a run (a :class:`Comparison` or its
   ``to_dict()``);
-* :func:`remodel` — a stored run with the refined model's predictions computed again, by the model
-  as it is now, from the rates the run measured;
 * :func:`predicted` — what :func:`mlsysim.checkpoint` predicts for each engine on a machine of
   given rates, in the same schema as a run, so that a figure or an explorer shows a what-if
   machine exactly as it shows a measured run.
@@ -69,23 +67,6 @@ def _pipelined_targets(e: dict, copy: float) -> list:
              f"{pipe['training_stall_s']:.3f} s vs {copy:.3f} s"),
             ("pipelined overhead <= concurrent's", pipe["overhead_s"] <= conc["overhead_s"],
              f"{pipe['overhead_s']:.3f} s vs {conc['overhead_s']:.3f} s")]
-
-
-def remodel(record: dict) -> dict:
-    """``record`` (a run's ``to_dict()``, as stored) with each engine's ``model`` and the ``terms_s`` computed
-    again by :func:`mlsysim.lab.pytorch.model.engines_model` from the rates the run measured (its floors,
-    ``torch_crc_Bps``, ``pass_s``, ``alloc_copy_Bps``, cores and training threads); the measurements are
-    left as they are."""
-    import dataclasses
-    from .model import engines_model
-    names = {f.name for f in dataclasses.fields(Floors)}
-    floors = {k: v for k, v in record["floors"].items() if k in names}
-    floors["write_rounds_s"] = tuple(floors.get("write_rounds_s", ()))
-    model = engines_model(Floors(**floors), record["torch_crc_Bps"], record["pass_s"],
-                          cores=record["machine"]["cores"], train_threads=record["config"]["threads"],
-                          alloc_copy_Bps=record.get("alloc_copy_Bps"))
-    engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
-    return {**record, "engines": engines, "terms_s": model["terms"]}
 
 
 def predicted(size_B: float, copy_Bps: float, write_Bps: float, read_Bps: float | None = None,
