@@ -8,9 +8,9 @@ measured on its own, as the floors are (:func:`mlsysim.lab.floors.measure_floors
 =====================  =====================================  =================================  ==================
 engine                 stall (blocked)                        durable                            load
 =====================  =====================================  =================================  ==================
-``torch.save``         S/t + S/q; in training S/t + S/p       never                              S/r + A
-``torch.save+fsync``   S/t + S/q + W; in training S/p for S/q = stall                            S/r + A
-``dcp``                S/t + S/q + W; in training S/p for S/q = stall                            S/r + A + S/c
+``torch.save``         S/t + S/q (in training S/p for S/q)    never                              S/r + A
+``torch.save+fsync``   S/t + S/q + W (training: S/p)          = stall                            S/r + A
+``dcp``                S/t + S/q + W (training: S/p)          = stall                            S/r + A + S/c
 ``dcp-async``          S/F                                    S/F + S/t + S/p + W                S/r + A + S/c
 ``sync``               max(S/k, W)                            = stall                            max(S/r, S/k) + A
 ``concurrent``         S/c                                    S/c + max(S/k, W)                  max(S/r, S/k) + A
