@@ -476,7 +476,7 @@ def read_checkpoint(directory, step: int, mapped: bool = False, drop_behind: boo
         buf = map_file(dpath, size) if mapped else np.empty(size, dtype=np.uint8)
         got, actual_crc = (size, crc32(buf)) if mapped else read_with_crc(dpath, buf, drop_behind=drop_behind)
         _verify(dpath, got, actual_crc, size, crc)
-        header = _parse_header(bytes(buf[:min(size, 2 ** 24)]), dpath)
+        header = _parse_header(buf, dpath)
         arrays = [_from_numpy(buf[s["offset"]:s["offset"] + s["nbytes"]].view(np.dtype(s["dtype"]))
                               .reshape(s["shape"]), s) for s in header["arrays"]]
     else:
@@ -495,13 +495,13 @@ def _verify(path, got: int, actual_crc: int, size: int, crc: int) -> None:
         raise CheckpointError(errno.EIO, f"{path}: checksum mismatch (corrupt)")
 
 
-def _parse_header(head: bytes, path) -> dict:
-    """The JSON header at the start of a data file; :class:`CheckpointError` if it is not one."""
-    if head[:8] != MAGIC:
+def _parse_header(buf: np.ndarray, path) -> dict:
+    """The JSON header at the start of a data file's bytes; :class:`CheckpointError` if it is not one."""
+    if bytes(buf[:8]) != MAGIC:
         raise CheckpointError(errno.EIO, f"{path}: not a checkpoint file")
-    (n,) = struct.unpack("<Q", head[8:16])
+    (n,) = struct.unpack("<Q", bytes(buf[8:16]))
     try:
-        return json.loads(head[16:16 + n])
+        return json.loads(bytes(buf[16:16 + n]))
     except ValueError:
         raise CheckpointError(errno.EIO, f"{path}: not a checkpoint file (unreadable header)") from None
 
