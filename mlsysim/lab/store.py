@@ -535,7 +535,6 @@ def _plan_read(specs: list, size: int):
     """The file's bytes as segments in order (writable byte views covering [0, size)): each array of
     :data:`SMALL_B` or more in memory of its own, the pieces between in one buffer per run; and a
     function that returns the arrays once the segments are filled."""
-    torch = None
     if any(s.get("kind") == "torch" for s in specs):
         import torch
     segments, own, runs = [], {}, []
@@ -552,9 +551,9 @@ def _plan_read(specs: list, size: int):
         if s["nbytes"] < SMALL_B:
             continue
         run_to(s["offset"])
-        t = torch.empty(s["nbytes"], dtype=torch.uint8) if s.get("kind") == "torch" else None
-        own[i] = (t, np.empty(s["nbytes"], dtype=np.uint8) if t is None else t.numpy())
-        segments.append(memoryview(own[i][1]))
+        own[i] = (torch.empty(s["nbytes"], dtype=torch.uint8).numpy() if s.get("kind") == "torch"
+                  else np.empty(s["nbytes"], dtype=np.uint8))      # a tensor's storage, PyTorch's allocator
+        segments.append(memoryview(own[i]))
         pos = s["offset"] + s["nbytes"]
     run_to(size)
 
@@ -563,18 +562,8 @@ def _plan_read(specs: list, size: int):
         return buf[s["offset"] - start:s["offset"] - start + s["nbytes"]].copy()
 
     def finish():
-        out = []
-        for i, s in enumerate(specs):
-            t, raw = own.get(i, (None, None))
-            if raw is None:
-                raw = small(s)
-                t = torch.from_numpy(raw) if s.get("kind") == "torch" else None
-            if t is not None:
-                dtype = getattr(torch, s["torch_dtype"])
-                out.append(t.view(dtype).reshape(s["shape"]) if s["nbytes"] else torch.empty(s["shape"], dtype=dtype))
-            else:
-                out.append(_from_numpy(raw.view(np.dtype(s["dtype"])).reshape(s["shape"]), s))
-        return out
+        return [_from_numpy((own[i] if i in own else small(s)).view(np.dtype(s["dtype"])).reshape(s["shape"]), s)
+                for i, s in enumerate(specs)]
     return segments, finish
 
 

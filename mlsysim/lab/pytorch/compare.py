@@ -362,18 +362,7 @@ def alloc_copy_Bps(state, repeats: int) -> float:
     previous such copy is still held, as one load follows another (the loader's result lives until the
     next load has returned): what PyTorch's allocator hands back is memory an earlier copy freed.
     The best of ``repeats`` (at least two) after one untimed copy."""
-    tensors = []
-
-    def walk(o):
-        if isinstance(o, torch.Tensor):
-            tensors.append(o)
-        elif isinstance(o, dict):
-            for v in o.values():
-                walk(v)
-        elif isinstance(o, (list, tuple)):
-            for v in o:
-                walk(v)
-    walk(state)
+    tensors = [v for _, v in _flat(state) if isinstance(v, torch.Tensor)]
     size = sum(t.numel() * t.element_size() for t in tensors)
     held, best = [torch.empty_like(t).copy_(t) for t in tensors], float("inf")
     for _ in range(max(repeats, 2)):

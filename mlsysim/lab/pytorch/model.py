@@ -27,7 +27,13 @@ saves (the median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_writ
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
 ``torch.save``), r a read from the device, τ the forward and backward pass that the pipelined copy
 hides behind. This package's writers checksum in a second thread while they write (the longer of the
-two).
+two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader
+into memory of each large array's own, as ``torch.load`` does), and pay what that memory costs beyond a
+copy into touched memory: A = S/u − S/c, u the copy of the state into new tensors while the previous
+copy is still held (:func:`mlsysim.lab.pytorch.compare.alloc_copy_Bps`: the allocator hands back what
+an earlier load freed, as the loads of a run follow one another). Without u, A = S/F − S/c (every page
+new). DCP then copies into the state it loads in place (c); this package's loader checksums while it
+reads, in a second thread (the longer of the two).
 
 **Which pages the page cache takes.** In the rounds of the comparison each engine deletes its
 checkpoint of two rounds before once its save is done, so from the second round on every save finds a
@@ -35,13 +41,7 @@ file's worth of pages freed a moment before, and PyTorch's writers, which keep t
 cache, write into those (q). In training a checkpoint follows seconds of training and finds none:
 the write takes pages new to the cache (p). DCP's ``async_save`` allocates its staging copy first,
 which takes the freed pages, so its write takes new ones (p) in both. This package's writers reuse
-their own 64 MiB window either way. The loaders read into tensors they allocate through PyTorch's allocator (this package's loader
-into memory of each large array's own, as ``torch.load`` does), and pay what that memory costs beyond a
-copy into touched memory: A = S/u − S/c, u the copy of the state into new tensors while the previous
-copy is still held (:func:`mlsysim.lab.pytorch.compare.alloc_copy_Bps`: the allocator hands back what
-an earlier load freed, as the loads of a run follow one another). Without u, A = S/F − S/c (every page
-new). DCP then copies into the state it loads in place (c); this package's loader checksums while it
-reads, in a second thread (the longer of the two).
+their own 64 MiB window either way.
 
 **Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
 stall in training, plus, for the engines that work beside the training, the CPU time of that work
