@@ -44,7 +44,7 @@ def test_numpy_lab_runs_without_torch(tmp_path):
 torch = pytest.importorskip("torch")
 
 from mlsysim.lab.floors import measure_floors  # noqa: E402
-from mlsysim.lab.pytorch.compare import compare, flip_middle_byte, same_state, targets  # noqa: E402
+from mlsysim.lab.pytorch.compare import _load_rounds, compare, flip_middle_byte, same_state, targets  # noqa: E402
 from mlsysim.lab.pytorch.engines import ALL_ENGINES, ENGINES  # noqa: E402
 from mlsysim.lab.pytorch.train import TorchConfig  # noqa: E402
 
@@ -52,8 +52,13 @@ SMALL = TorchConfig(layers=2, d_model=64, heads=4, kv_heads=2, d_ff=96)
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    return compare(cfg=SMALL, repeats=1, directory=tmp_path_factory.mktemp("compare"))
+def compare_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("compare")
+
+
+@pytest.fixture(scope="module")
+def small(compare_dir):
+    return compare(cfg=SMALL, repeats=1, directory=compare_dir)
 
 
 def test_every_engine_on_one_state(small):
@@ -67,6 +72,14 @@ def test_every_engine_on_one_state(small):
             assert all(d >= s for d, s in zip(r.durables_s, r.stalls_s))
         elif r.engine != "torch.save":                         # durable before it returned
             assert all(0 < d <= s for d, s in zip(r.durables_s, r.stalls_s))
+
+
+def test_every_loader_loads_once_per_round_from_the_checkpoints_left_intact(small, compare_dir):
+    folders = {e: compare_dir / e.replace("+", "-").replace(".", "-") for e in ALL_ENGINES}
+    loads = _load_rounds(ALL_ENGINES, folders, SMALL, 3)
+    assert set(loads) == set(ALL_ENGINES)
+    assert all(len(t) == 3 and min(t) > 0 for t in loads.values())
+    assert all(len(r.loads_s) == 1 and r.load_s == r.loads_s[0] for r in small.runs)
 
 
 def test_our_loaders_refuse_a_flipped_byte_and_fall_back(small):

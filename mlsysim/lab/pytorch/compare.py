@@ -26,12 +26,15 @@ there; the overhead runs (2.) train beside it:
    so a drift of the shared machine cancels. The stall of each of those checkpoints is kept too
    (``training_stall_s``, median): only there does the pipelined engine's copy have a forward and
    backward pass to hide behind, timed on its own (``pass_s``).
-3. **Load.** Each engine's own loader reads its newest checkpoint ``repeats`` times, the
-   files' pages dropped from the page cache first (median). DCP loads in place into a
-   state of the same structure made beforehand (its normal use: the model's own tensors);
-   the other loaders allocate what they return.
-4. **Resume.** A trainer built from each loaded state trains two more steps; their
-   losses must equal, bit for bit, those of the run that never stopped.
+3. **Load.** ``repeats`` rounds; in each, every engine's own loader reads its newest checkpoint
+   once, engines in a rotated order (what the previous load left in memory changes the next one's
+   time: no loader always follows the same one). Every load starts from the same state: the
+   checkpoint's pages dropped from the page cache, the previous load's result still held (it is
+   released once this load has returned, as a program holds its old state while it loads the new).
+   Medians over the rounds. DCP loads in place into a state of the same structure made beforehand
+   (its normal use: the model's own tensors); the other loaders allocate what they return.
+4. **Resume.** A trainer built from each engine's newest checkpoint, loaded once more (untimed),
+   trains two more steps; their losses must equal, bit for bit, those of the run that never stopped.
 5. **Corruption.** One byte in the middle of each engine's newest checkpoint (its largest
    file) is flipped, and the engine's loader is asked again: it refuses the file (and
    falls back to the previous checkpoint), fails, or returns changed tensors without
@@ -222,15 +225,18 @@ def _template(kind: str, cfg: TorchConfig):
     return TorchTrainer(cfg).state() if kind.startswith("dcp") else None
 
 
-def _timed_loads(kind: str, directory: Path, cfg: TorchConfig, repeats: int):
-    times, loaded = [], None
-    for _ in range(repeats):
-        for p in _files(newest_path(kind, directory)):
-            drop_page_cache(p)
-        template = _template(kind, cfg)
-        loaded = load_latest(kind, directory, template=template)
-        times.append(loaded.read_s)
-    return times, loaded
+def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int) -> dict:
+    """Each engine's load times over ``repeats`` rounds (see the module's text, 3.): in each round
+    every engine loads once, in a rotated order, its newest checkpoint's pages dropped from the page
+    cache first; the previous load's result is held until this one has returned."""
+    times, held = {e: [] for e in engines}, None
+    for k in range(repeats):
+        for e in engines[k % len(engines):] + engines[:k % len(engines)]:
+            for p in _files(newest_path(e, folders[e])):
+                drop_page_cache(p)
+            held = load_latest(e, folders[e], template=_template(e, cfg))   # the old one goes after
+            times[e].append(held.read_s)
+    return times
 
 
 def _corrupt(kind: str, directory: Path, cfg: TorchConfig, saved) -> tuple[str, bool]:
@@ -326,14 +332,15 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
         model = _model(floors, torch_crc, pass_s, alloc_Bps)
+        say("loading")
+        loads = _load_rounds(engines, folders, cfg, repeats)
         runs = []
         for e in engines:
-            say(f"loading {e}")
-            loads, loaded = _timed_loads(e, folders[e], cfg, repeats)
-            back = TorchTrainer.from_state(loaded.state)
+            say(f"resuming from {e}")
+            back = TorchTrainer.from_state(load_latest(e, folders[e], template=_template(e, cfg)).state)
             resumed = [back.step() for _ in range(RESUME_STEPS)] == reference
             corruption, noticed = _corrupt(e, folders[e], cfg, saved)
-            runs.append(_engine_run(e, records[e], loads, resumed, corruption, noticed, pred,
+            runs.append(_engine_run(e, records[e], loads[e], resumed, corruption, noticed, pred,
                                     (overhead[e], in_training[e]), model.get(e, {})))
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=pass_s,
