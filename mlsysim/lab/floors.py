@@ -1,11 +1,12 @@
 """The machine's floors for a checkpoint of ``size_B`` bytes: what no engine can beat.
 
 * **memory copy** — copying ``size_B`` bytes from one host buffer to another (``np.copyto``,
-  each byte read once and written once); a snapshot that lets training continue must copy
-  the state at least once, so no such snapshot stalls less than ``size_B / copy_Bps``;
+  each byte read once and written once); a snapshot that copies the state while the training
+  waits, then lets it resume, stalls at least ``size_B / copy_Bps`` (a pipelined snapshot copies
+  beside the next forward and backward pass instead, and can stall less);
 * **write + fsync** — writing ``size_B`` bytes sequentially from memory to a new file in the
   checkpoint directory as the engines write (16 MiB ``os.write`` calls, each chunk's writeback
-  started at once, at most 64 MiB of the file kept in the page cache, then ``fsync``;
+  started at once, at most 64 MiB of the file kept in the page cache, then ``fsync``; no checksum;
   :func:`write_once`); no durable save can finish sooner than
   ``size_B / write_Bps``. :func:`~mlsysim.lab.pytorch.compare.compare` times it again between the
   engines' saves and keeps the fastest (:func:`with_write_rounds`): a shared disk drifts;
