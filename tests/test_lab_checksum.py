@@ -1,5 +1,6 @@
 """The lab's checksum is zlib's CRC-32, whichever library computes it: checkpoints written before
 the switch to zlib-ng load, and a flipped byte is still refused. Real files, no mocks."""
+import os
 import zlib
 
 import numpy as np
@@ -34,3 +35,17 @@ def test_a_checkpoint_records_zlibs_crc_and_a_flipped_byte_is_refused(tmp_path):
     (tmp_path / store.data_name(3)).write_bytes(bytes(raw))
     with pytest.raises(store.CheckpointError, match="checksum mismatch"):
         store.read_checkpoint(tmp_path, 3)
+
+
+def test_the_writer_checksums_beside_the_writes_and_the_floor_writes_without(tmp_path):
+    data = np.arange(3 * store.CHUNK_B // 2 + 5, dtype=np.uint64).view(np.uint8)   # large pieces: the thread
+    small = bytes(range(200))                                                      # a small one: inline
+    for checksum, expected in ((True, zlib.crc32(data, zlib.crc32(small, 7))), (False, 7)):
+        path = tmp_path / f"w{checksum}.bin"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            size, crc = store.write_chunks(fd, [small, data], crc=7, checksum=checksum)
+        finally:
+            os.close(fd)
+        assert size == len(small) + data.nbytes and crc == expected
+        assert path.read_bytes() == small + data.tobytes()
