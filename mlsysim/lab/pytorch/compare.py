@@ -344,8 +344,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
                                     (overhead[e], in_training[e]), model.get(e, {})))
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=pass_s,
-                      alloc_copy_Bps=alloc_Bps,
-                      terms_s=model.get("terms", {}))
+                      alloc_copy_Bps=alloc_Bps, terms_s=model.get("terms", {}))
 
 
 def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
