@@ -246,3 +246,14 @@ def test_pruning_is_outside_the_stall_and_the_time_to_durable(kind, tmp_path, mo
         assert r.stall_s < pause and r.durable_s < pause, r
         assert r.prune_s >= pause, r
     assert [p.name for p in (tmp_path / "ckpt").iterdir() if "3" in p.name]
+
+
+def test_every_round_orders_the_engines_anew():
+    from mlsysim.lab.pytorch.compare import round_order
+    orders = [round_order(ALL_ENGINES, k) for k in range(1, 8)]       # seven rounds, after the warm-up
+    assert all(sorted(o) == sorted(ALL_ENGINES) for o in orders)
+    assert len({o[0] for o in orders}) == 7 and len({o[-1] for o in orders}) >= 6
+    for e in ALL_ENGINES:                                             # none always after the same one
+        before = {o[o.index(e) - 1] for o in orders if o.index(e) > 0}
+        assert len(before) >= 3, (e, before)
+    assert round_order(("sync",), 3) == ("sync",) and round_order(("a", "b"), 1) == ("b", "a")

@@ -7,8 +7,9 @@ rounds no training runs between the saves, so the pipelined engine's copy hides 
 there; the overhead runs (2.) train beside it:
 
 1. **Save.** One untimed warm-up save per engine, then ``repeats`` timed rounds; in each
-   round every engine saves once, in a rotated order (a shared disk drifts: no engine
-   always goes first). After each save the run waits until it is durable and flushes
+   round every engine saves once, in an order that changes from round to round
+   (:func:`round_order`: a shared disk drifts, so no engine always goes first, and what one
+   save leaves behind slows the next, so none always follows the same one). After each save the run waits until it is durable and flushes
    the page cache's dirty pages (``os.sync``, untimed), so that one engine's unwritten
    bytes never slow the next; each round ends with one more timing of the write floor,
    and the fastest write seen sets it. One protocol for every engine, ours and PyTorch's:
@@ -20,15 +21,15 @@ there; the overhead runs (2.) train beside it:
    slows the steps beside it). One trainer of the lab's transformer runs pairs of timed runs
    of :data:`OVERHEAD_STEPS` steps: one without checkpoints, then one with a checkpoint after
    every :data:`OVERHEAD_EVERY` steps, timed until its last checkpoint is durable; each engine
-   gets one pair per round (at most :data:`OVERHEAD_ROUNDS` rounds, engines in a rotated order).
+   gets one pair per round (at most :data:`OVERHEAD_ROUNDS` rounds, engines in :func:`round_order`).
    Overhead per checkpoint = the median over the rounds of (the run with checkpoints − the run
    without, just before it) / checkpoints: the pair shares the machine's state of the moment,
    so a drift of the shared machine cancels. The stall of each of those checkpoints is kept too
    (``training_stall_s``, median): only there does the pipelined engine's copy have a forward and
    backward pass to hide behind, timed on its own (``pass_s``).
 3. **Load.** ``repeats`` rounds; in each, every engine's own loader reads its newest checkpoint
-   once, engines in a rotated order (what the previous load left in memory changes the next one's
-   time: no loader always follows the same one). Every load starts from the same state: the
+   once, in the order of :func:`round_order` (what the previous load left in memory changes the
+   next one's time: no loader always follows the same one). Every load starts from the same state: the
    checkpoint's pages dropped from the page cache, the previous load's result still held (it is
    released once this load has returned, as a program holds its old state while it loads the new).
    Medians over the rounds. DCP loads in place into a state of the same structure made beforehand
@@ -54,6 +55,7 @@ from __future__ import annotations
 
 import copy
 import io
+import math
 import os
 import statistics
 import tempfile
@@ -221,17 +223,35 @@ def flip_middle_byte(path: Path) -> Path:
     return target
 
 
+def round_order(engines: tuple, k: int) -> tuple:
+    """The engines' order in round ``k``: it starts at engine ``2k`` and steps through them by a stride
+    that changes from round to round (1, 2, ... up to one less than their number, where that stride
+    reaches every engine), so that no engine always goes first and none always follows the same
+    one: what a save or a load leaves behind (memory the host must back again, the disk's queue)
+    slows the next. Two engines take turns going first.
+
+    >>> round_order(tuple("abcdefg"), 0), round_order(tuple("abcdefg"), 1)
+    (('a', 'b', 'c', 'd', 'e', 'f', 'g'), ('c', 'e', 'g', 'b', 'd', 'f', 'a'))
+    """
+    n = len(engines)
+    if n <= 2:
+        return tuple(engines[(k + j) % n] for j in range(n))
+    stride = 1 + k % (n - 1)
+    stride = stride if math.gcd(stride, n) == 1 else 1
+    return tuple(engines[(2 * k + j * stride) % n] for j in range(n))
+
+
 def _template(kind: str, cfg: TorchConfig):
     return TorchTrainer(cfg).state() if kind.startswith("dcp") else None
 
 
 def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int) -> dict:
     """Each engine's load times over ``repeats`` rounds (see the module's text, 3.): in each round
-    every engine loads once, in a rotated order, its newest checkpoint's pages dropped from the page
+    every engine loads once, in :func:`round_order`, its newest checkpoint's pages dropped from the page
     cache first; the previous load's result is held until this one has returned."""
     times, held = {e: [] for e in engines}, None
     for k in range(repeats):
-        for e in engines[k % len(engines):] + engines[:k % len(engines)]:
+        for e in round_order(engines, k):
             for p in _files(newest_path(e, folders[e])):
                 drop_page_cache(p)
             held = load_latest(e, folders[e], template=_template(e, cfg))   # the old one goes after
@@ -310,7 +330,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             floor_data, floor_rounds = np.full(state_B, 7, dtype=np.uint8), []
             for k in range(repeats + 1):            # k = 0: the untimed warm-up
                 say(f"round {k} of {repeats}" if k else "warm-up saves")
-                for e in engines[k % len(engines):] + engines[:k % len(engines)]:
+                for e in round_order(engines, k):
                     live[e].save(k + 1, state)
                     live[e].wait()
                     os.sync()
@@ -461,7 +481,7 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
             if e in ("concurrent", "pipelined"):
                 live[e].prepare(store.layout(trainer.state(), 0).size_B)
         for r in range(rounds):
-            for e in engines[r % len(engines):] + engines[:r % len(engines)]:
+            for e in round_order(engines, r):
                 plain = _timed_run(trainer)
                 diffs[e].append((_timed_run(trainer, live[e], r * OVERHEAD_STEPS) - plain) / checkpoints)
                 stalls[e] += [rec.stall_s for rec in live[e].records[-checkpoints:]]
