@@ -36,6 +36,7 @@ def test_numpy_lab_leaves_its_newest_checkpoint_intact(tmp_path):
 
 def test_pytorch_comparison_flips_each_byte_back(tmp_path):
     pytest.importorskip("torch")
+    from mlsysim.lab.pytorch.compare import engine_folder
     from mlsysim.lab.pytorch.engines import ENGINES, load_latest, newest_path
     from mlsysim.lab.pytorch.train import TorchConfig, TorchTrainer
     d = tmp_path / "ck"
@@ -45,7 +46,7 @@ def test_pytorch_comparison_flips_each_byte_back(tmp_path):
     assert noticed["sync"] and noticed["concurrent"]              # the demonstration ran
     cfg = TorchConfig.for_size(4e6)
     for kind in ENGINES:
-        folder = d / kind.replace("+", "-").replace(".", "-")
+        folder = engine_folder(d, kind)
         template = TorchTrainer(cfg).state() if kind.startswith("dcp") else None
         with warnings.catch_warnings():
             warnings.simplefilter("error", store.CheckpointWarning)

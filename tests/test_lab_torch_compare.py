@@ -44,7 +44,8 @@ def test_numpy_lab_runs_without_torch(tmp_path):
 torch = pytest.importorskip("torch")
 
 from mlsysim.lab.floors import measure_floors  # noqa: E402
-from mlsysim.lab.pytorch.compare import _load_rounds, compare, flip_middle_byte, same_state, targets  # noqa: E402
+from mlsysim.lab.pytorch.compare import (_load_rounds, compare, engine_folder, flip_middle_byte,  # noqa: E402
+                                         round_order, same_state, targets)
 from mlsysim.lab.pytorch.engines import ALL_ENGINES, ENGINES  # noqa: E402
 from mlsysim.lab.pytorch.train import TorchConfig  # noqa: E402
 
@@ -75,7 +76,7 @@ def test_every_engine_on_one_state(small):
 
 
 def test_every_loader_loads_once_per_round_from_the_checkpoints_left_intact(small, compare_dir):
-    folders = {e: compare_dir / e.replace("+", "-").replace(".", "-") for e in ALL_ENGINES}
+    folders = {e: engine_folder(compare_dir, e) for e in ALL_ENGINES}
     loads = _load_rounds(ALL_ENGINES, folders, SMALL, 3)
     assert set(loads) == set(ALL_ENGINES)
     assert all(len(t) == 3 and min(t) > 0 for t in loads.values())
@@ -249,7 +250,6 @@ def test_pruning_is_outside_the_stall_and_the_time_to_durable(kind, tmp_path, mo
 
 
 def test_every_round_orders_the_engines_anew():
-    from mlsysim.lab.pytorch.compare import round_order
     orders = [round_order(ALL_ENGINES, k) for k in range(1, 8)]       # seven rounds, after the warm-up
     assert all(sorted(o) == sorted(ALL_ENGINES) for o in orders)
     assert len({o[0] for o in orders}) == 7 and len({o[-1] for o in orders}) >= 6

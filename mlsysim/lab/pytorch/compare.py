@@ -9,9 +9,9 @@ there; the overhead runs (2.) train beside it:
 1. **Save.** One untimed warm-up save per engine, then ``repeats`` timed rounds; in each
    round every engine saves once, in an order that changes from round to round
    (:func:`round_order`: a shared disk drifts, so no engine always goes first, and what one
-   save leaves behind slows the next, so none always follows the same one). After each save the run waits until it is durable and flushes
-   the page cache's dirty pages (``os.sync``, untimed), so that one engine's unwritten
-   bytes never slow the next; each round ends with one more timing of the write floor,
+   save leaves behind slows the next, so none always follows the same one). After each save
+   the run waits until it is durable and flushes the page cache's dirty pages (``os.sync``,
+   untimed), so that one engine's unwritten bytes never slow the next; each round ends with one more timing of the write floor,
    and the fastest write seen sets it. One protocol for every engine, ours and PyTorch's:
    stall (blocked) = the time ``save`` held the caller; durable = the time until the data
    and the commit were on disk (NaN for plain ``torch.save``, which never is); deleting
@@ -29,10 +29,10 @@ there; the overhead runs (2.) train beside it:
    backward pass to hide behind, timed on its own (``pass_s``).
 3. **Load.** ``repeats`` rounds; in each, every engine's own loader reads its newest checkpoint
    once, in the order of :func:`round_order` (what the previous load left in memory changes the
-   next one's time: no loader always follows the same one). Every load starts from the same state: the
-   checkpoint's pages dropped from the page cache, the previous load's result still held (it is
-   released once this load has returned, as a program holds its old state while it loads the new).
-   Medians over the rounds. DCP loads in place into a state of the same structure made beforehand
+   next one's time: no loader always follows the same one). Every load starts from the same
+   state: the checkpoint's pages dropped from the page cache, the previous load's result still
+   held (it is released once this load has returned, as a program holds its old state while it
+   loads the new). Medians over the rounds. DCP loads in place into a state of the same structure made beforehand
    (its normal use: the model's own tensors); the other loaders allocate what they return.
 4. **Resume.** A trainer built from each engine's newest checkpoint, loaded once more (untimed),
    trains two more steps; their losses must equal, bit for bit, those of the run that never stopped.
@@ -223,6 +223,11 @@ def flip_middle_byte(path: Path) -> Path:
     return target
 
 
+def engine_folder(root: Path, engine: str) -> Path:
+    """The folder under ``root`` that holds ``engine``'s checkpoints in a comparison."""
+    return root / engine.replace("+", "-").replace(".", "-")
+
+
 def round_order(engines: tuple, k: int) -> tuple:
     """The engines' order in round ``k``: it starts at engine ``2k`` and steps through them by a stride
     that changes from round to round (1, 2, ... up to one less than their number, where that stride
@@ -249,7 +254,7 @@ def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int) -> dict
     """Each engine's load times over ``repeats`` rounds (see the module's text, 3.): in each round
     every engine loads once, in :func:`round_order`, its newest checkpoint's pages dropped from the page
     cache first; the previous load's result is held until this one has returned."""
-    times, held = {e: [] for e in engines}, None
+    times = {e: [] for e in engines}
     for k in range(repeats):
         for e in round_order(engines, k):
             for p in _files(newest_path(e, folders[e])):
@@ -306,7 +311,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
     say = progress or (lambda message: None)
     with tempfile.TemporaryDirectory(prefix="mlsysim-torch-lab-") as tmp:
         root = store.check_directory(directory or tmp)
-        folders = {e: root / e.replace("+", "-").replace(".", "-") for e in engines}
+        folders = {e: engine_folder(root, e) for e in engines}
         for d in [*folders.values(), *(f.with_name(f.name + "-overhead") for f in folders.values())]:
             if d.exists() and any(d.iterdir()):
                 raise MlsysimError(f"{d} already holds files; give an empty directory (the lab never deletes "
