@@ -5,6 +5,8 @@ module that reads recorded runs without torch (``mlsysim.lab.pytorch.results``) 
 import importlib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent
 
 
@@ -23,3 +25,20 @@ try:
     collect_ignore = []
 except ImportError:
     collect_ignore = [str(p) for p in sorted(ROOT.joinpath("mlsysim").rglob("*.py")) if _needs_torch(p)]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``, except that the lab notebooks run one after another on one worker: they
+    time real writes and fsyncs, and an fsync waits for the journal that every writer fills, so a
+    lab beside another lab's disk traffic measures the neighbour."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LabsInSeries(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return "lab notebooks" if file.endswith(".ipynb") and "_lab_" in Path(file).stem else file
+
+    return LabsInSeries(config, log)
