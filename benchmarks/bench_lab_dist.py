@@ -91,7 +91,8 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     say(f"{tag}: the terms")
     t = terms.measure_terms(nproc, cfg.state_B, bcast_Bps=rest.gloo["bcast_Bps"], pair_Bps=rest.gloo["pair_Bps"],
                             latency_s=rest.gloo["latency_s"], dcp_stall_s=rest.gloo["dcp_stall_s"],
-                            dcp_durable_s=rest.gloo["dcp_durable_s"], torch_crc_Bps=_torch_crc_Bps(cfg.state_B / nproc))
+                            dcp_durable_s=rest.gloo["dcp_durable_s"], torch_crc_Bps=_torch_crc_Bps(cfg.state_B / nproc),
+                            torch_fresh_Bps=terms.parallel_torch_fresh_Bps(cfg.state_B, nproc))
     naive_m = predict.dist_machine(t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B))
     step_s = conc.plain_step_s
     p = predict.predict_job(cfg.state_B, nproc, "fsdp", naive_m, interval_s=EVERY * step_s)

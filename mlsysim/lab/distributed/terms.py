@@ -13,6 +13,7 @@ timings in the same run):
   C     cores (``os.cpu_count()``)                              the operating system
   c_N   aggregate copy rate of N threads copying at once        :func:`parallel_copy_Bps`
   f_N   the same into memory allocated just before (faults)     :func:`parallel_copy_Bps` (``fresh``)
+  F_N   the same into tensors PyTorch has just allocated        :func:`parallel_torch_fresh_Bps`
   k     this package's CRC-32 (zlib-ng), one core               :func:`~mlsysim.lab.floors.measure_floors`
   p     ``os.write`` into the page cache, one core              :func:`~mlsysim.lab.floors.measure_floors`
   W     the disk's write + ``fsync`` of S as it runs (median)   :func:`measure_terms` (write rounds)
@@ -48,7 +49,12 @@ for S / W and S / r (a single reader or writer keeps W and r).
   the writers' seconds beside N busy processes (B, per byte, times S) stand for the writers' CPU work
   and the disk's write, and the busy work's loss (per byte, times S) for N R (1/k + 1/p) / C: they hold
   the kernel's own work for the writes (page allocation, writeback), which no one-thread rate shows;
-* dcp-async: stall = N R / f_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
+**Which pages new memory gets.** NumPy asks the kernel for huge pages (``madvise``) for a large array,
+so f_N faults in 2 MB pages; PyTorch's CPU allocator does not, and with transparent huge pages on
+``madvise`` (Debian's default) a new tensor faults in 4 KB pages, 512 times as many faults. DCP stages
+its copy into tensors it allocates at every save: F_N, not f_N (f_N where F_N was not measured).
+
+* dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
   and scattered, metadata, the files' ``fsync``); overhead = stall + N R (1/t + 1/p) / C; without
   :func:`dcp_probe`, d_s = 2 l and d_d = 2 z + l;
@@ -132,6 +138,7 @@ class Terms:
     beside_loss_s_per_B: float | None = None
     torch_crc_Bps: float | None = None
     start_s: float | None = None
+    torch_fresh_Bps: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -141,6 +148,9 @@ class Terms:
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s, got {v!r}")
+        v = self.torch_fresh_Bps
+        if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
+            raise MlsysimError(f"torch_fresh_Bps must be a measured rate > 0 B/s or None, got {v!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -172,11 +182,42 @@ def parallel_copy_Bps(size_B: float, threads: int, fresh: bool = False, repeats:
     return n * threads / best
 
 
+def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> float:
+    """Bytes per second of ``threads`` threads each copying ``size_B / threads`` bytes at once into a
+    tensor that PyTorch's allocator makes just before (``torch.empty``, page faults included), as
+    ``dcp.async_save`` stages a state; one intra-op thread each, as the lab's ranks run; the best of
+    ``repeats``. Needs PyTorch (imported here, not with the module)."""
+    import torch
+    check_positive("size_B", size_B)
+    check_integer("threads", threads)
+    n = max(int(size_B) // threads, 1)
+    srcs = [torch.full((n,), 7, dtype=torch.uint8) for _ in range(threads)]
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+
+    def one(i):
+        torch.empty(n, dtype=torch.uint8).copy_(srcs[i])
+
+    best = math.inf
+    try:
+        for _ in range(repeats):
+            pool = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
+            t0 = time.perf_counter()
+            for th in pool:
+                th.start()
+            for th in pool:
+                th.join()
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(before)
+    return n * threads / best
+
+
 def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, **measured) -> Terms:
     """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at 256 MB) in ``directory``:
     the floors, ``rounds`` more write + ``fsync`` timings (the disk's rate is their median), the
     aggregate copies of ``world`` threads. ``measured``: terms measured elsewhere (``bcast_Bps``,
-    ``pair_Bps``, ``torch_crc_Bps``, ``start_s``)."""
+    ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``)."""
     from ..floors import measure_floors, write_once
     check_integer("world", world)
     check_positive("size_B", size_B)
@@ -335,7 +376,7 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp") -> dict:
         tc = rank / t.torch_crc_Bps
         fixed_s = 2 * lat if t.dcp_stall_s is None else t.dcp_stall_s
         fixed_d = 2 * t.sync_s + lat if t.dcp_durable_s is None else t.dcp_durable_s
-        stall = copied / t.parallel_fresh_Bps + fixed_s
+        stall = copied / (t.torch_fresh_Bps or t.parallel_fresh_Bps) + fixed_s
         out["terms"]["torch_crc_s"] = tc
         extra = tc - k           # torch.save's CRC-32 in place of this package's
         out["dcp-async"] = {"stall_s": stall,
