@@ -15,8 +15,20 @@ F = Floors(size_B=2e9, copy_Bps=10e9, write_Bps=1e9, read_cold_Bps=2e9, read_war
 def test_terms_are_seconds_for_the_floors_size():
     x = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0)["terms"]
     assert x == pytest.approx({"c": 0.2, "f": 0.4, "F": 0.8, "p": 0.5, "q": 0.25, "W": 2.35, "k": 0.1, "t": 0.5,
-                               "r": 1.0})
+                               "r": 1.0, "d": 0.2, "L": 0.0, "W_t": 2.35})   # d = S/c, W_t = W where not timed
     assert F.typical_write_s == pytest.approx(2.35)      # the median of the four rounds, not the best
+
+
+def test_the_snapshot_the_layout_and_the_disk_in_training_as_timed():
+    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, snapshot_s=0.3, layout_s=0.02, training_write_s=3.0)
+    assert e["concurrent"]["stall_s"] == pytest.approx(0.32) == e["pipelined"]["stall_s"]
+    assert e["concurrent"]["durable_s"] == pytest.approx(0.3 + 2.35)            # the rounds' disk
+    assert e["pipelined"]["training_stall_s"] == pytest.approx(0.02)            # the copy hidden, the layout not
+    assert e["sync"]["training_stall_s"] == pytest.approx(3.0) and e["sync"]["stall_s"] == pytest.approx(2.35)
+    assert e["dcp"]["training_stall_s"] == pytest.approx(1.0 + 3.0)
+    for bad in (dict(snapshot_s=0.0), dict(training_write_s=float("nan")), dict(layout_s=-1.0)):
+        with pytest.raises(MlsysimError, match=next(iter(bad))):
+            engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, **bad)
 
 
 def test_each_engine_adds_its_own_work_to_the_floors():

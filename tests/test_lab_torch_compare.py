@@ -107,7 +107,7 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert plain["durable_s"] is None and plain["predicted"]["durable_s"] is None   # null, not a bare NaN
     json.loads(json.dumps(small.to_dict(), allow_nan=False))
     assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
-    assert set(d["terms_s"]) == set("cfFpqWktru") and all(v > 0 for v in d["terms_s"].values())
+    assert set(d["terms_s"]) == set("cfFpqWktrudL") | {"W_t"} and all(v > 0 for v in d["terms_s"].values())
     assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0
     for r in d["engines"]:                 # the refined model beside every measured figure
         assert r["training_stall_s"] >= 0 and r["overhead_s"] is not None
@@ -214,8 +214,10 @@ def test_the_pipelined_engine_in_the_comparison_resumes_and_refuses_a_flipped_by
     conc, pipe = c.run("concurrent"), c.run("pipelined")
     assert pipe.resumed_exactly and pipe.corruption_noticed and pipe.durable_s > pipe.stall_s > 0
     assert pipe.predicted_stall_s == conc.predicted_stall_s
-    # in training its copy hides behind the next pass: the model's stall there is the part it cannot hide
-    assert pipe.model["training_stall_s"] == max(0.0, c.terms_s["c"] - c.pass_s)
+    # in training its copy hides behind the next pass: the model's stall there is the layout planned
+    # before the copy starts, and the part of the copy the pass cannot hide
+    assert pipe.model["training_stall_s"] == c.layout_s + max(0.0, c.snapshot_copy_s - c.pass_s)
+    assert c.terms_s["d"] == c.snapshot_copy_s and c.terms_s["L"] == c.layout_s and c.terms_s["W_t"] == c.training_write_s
 
 
 @pytest.mark.parametrize("kind", ["torch.save+fsync", "dcp", "sync", "concurrent"])

@@ -26,7 +26,9 @@ there; the overhead runs (2.) train beside it:
    without, just before it) / checkpoints: the pair shares the machine's state of the moment,
    so a drift of the shared machine cancels. The stall of each of those checkpoints is kept too
    (``training_stall_s``, median): only there does the pipelined engine's copy have a forward and
-   backward pass to hide behind, timed on its own (``pass_s``).
+   backward pass to hide behind, timed on its own (``pass_s``). After each pair the write floor of
+   the state's size is timed once more (``training_write_s``, median): the disk drifts between the
+   save rounds and these runs, and the figures of these runs are predicted with its rate here.
 3. **Load.** ``repeats`` rounds; in each, every engine's own loader reads its newest checkpoint
    once, in the order of :func:`round_order` (what the previous load left in memory changes the
    next one's time: no loader always follows the same one). Every load starts from the same
@@ -141,6 +143,8 @@ class Comparison:
     torch_crc_Bps: float = float("nan")     # torch.save's own CRC-32 of its records (a model term)
     pass_s: float = float("nan")            # one forward and backward pass (the pipelined copy's cover)
     alloc_copy_Bps: float = float("nan")    # the copy into new tensors while the previous copy is held (u)
+    layout_s: float = float("nan")          # this package's layout of the state, planned before its copy (L)
+    training_write_s: float = float("nan")  # write + fsync of the state's size between the overhead runs (W_t)
     terms_s: dict = field(default_factory=dict)   # the model's terms in seconds (see mlsysim.lab.pytorch.model)
 
     def run(self, engine: str) -> EngineRun:
@@ -174,6 +178,7 @@ class Comparison:
                 "write_floor_s": f.write_floor_s, "snapshot_copy_s": _or_none(self.snapshot_copy_s),
                 "tensors": self.tensors, "torch_crc_Bps": _or_none(self.torch_crc_Bps),
                 "pass_s": _or_none(self.pass_s), "alloc_copy_Bps": _or_none(self.alloc_copy_Bps),
+                "layout_s": _or_none(self.layout_s), "training_write_s": _or_none(self.training_write_s),
                 "terms_s": dict(self.terms_s),
                 "engines": [r.to_dict(f) for r in self.runs]}
 
@@ -353,10 +358,10 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         saved = copy.deepcopy(state)         # the state every engine saved, before training goes on
         reference = [trainer.step() for _ in range(RESUME_STEPS)]
         say("overhead: training with and without checkpoints")
-        overhead, in_training, pass_s = _overheads(
+        overhead, in_training, timed = _overheads(
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
-        model = _model(floors, torch_crc, pass_s, alloc_Bps)
+        model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed)
         say("loading")
         loads = _load_rounds(engines, folders, cfg, repeats)
         runs = []
@@ -368,8 +373,9 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             runs.append(_engine_run(e, records[e], loads[e], resumed, corruption, noticed, pred,
                                     (overhead[e], in_training[e]), model.get(e, {})))
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
-                      snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=pass_s,
-                      alloc_copy_Bps=alloc_Bps, terms_s=model.get("terms", {}))
+                      snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=timed["pass_s"],
+                      alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
+                      terms_s=model.get("terms", {}))
 
 
 def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
@@ -405,12 +411,14 @@ def alloc_copy_Bps(state, repeats: int) -> float:
     return size / best if best > 0 else float("nan")
 
 
-def _model(floors: Floors, torch_crc_Bps: float, pass_s: float, alloc_Bps: float) -> dict:
-    """The refined model's prediction per engine, or none where a rate could not be measured."""
+def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: float, timed: dict) -> dict:
+    """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
+    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``)."""
     try:
-        return engines_model(floors, torch_crc_Bps, pass_s, cores=os.cpu_count() or 1,
+        return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
                              train_threads=torch.get_num_threads(),
-                             alloc_copy_Bps=alloc_Bps if alloc_Bps == alloc_Bps else None)
+                             alloc_copy_Bps=alloc_Bps if alloc_Bps == alloc_Bps else None, snapshot_s=snapshot_s,
+                             layout_s=timed["layout_s"], training_write_s=timed["write_s"])
     except MlsysimError:
         return {}
 
@@ -472,13 +480,17 @@ def _pass_s(trainer: TorchTrainer, steps: int = 3) -> float:
     return statistics.median(times)
 
 
-def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[dict, dict, float]:
+def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[dict, dict, dict]:
     """Overhead per checkpoint of each engine (see the module's text): paired runs on one trainer.
-    Also the median stall per checkpoint in those runs, and the forward and backward time."""
+    Also the median stall per checkpoint in those runs, and what the model needs timed there:
+    ``pass_s`` (the forward and backward), ``layout_s`` (this package's layout of the state, median of
+    three) and ``write_s`` (the write floor of the state's size after each pair, median)."""
     checkpoints = (OVERHEAD_STEPS - 1) // OVERHEAD_EVERY
     trainer = TorchTrainer(cfg)
     trainer.step()                              # the optimizer's states exist from here on
-    pass_s = _pass_s(trainer)
+    timed = {"pass_s": _pass_s(trainer), "layout_s": _layout_s(trainer.state())}
+    floor = np.full(trainer.state_B, 7, dtype=np.uint8)
+    scratch, writes = next(iter(folders.values())).with_name("floor-in-training.bin"), []
     live, diffs, stalls = {}, {e: [] for e in engines}, {e: [] for e in engines}
     try:
         for e in engines:
@@ -491,11 +503,25 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
                 diffs[e].append((_timed_run(trainer, live[e], r * OVERHEAD_STEPS) - plain) / checkpoints)
                 stalls[e] += [rec.stall_s for rec in live[e].records[-checkpoints:]]
                 os.sync()
+                writes.append(write_once(scratch, floor))
+                scratch.unlink()
     finally:
         for eng in live.values():
             eng.close()
+    timed["write_s"] = statistics.median(writes)
     return ({e: statistics.median(d) for e, d in diffs.items()},
-            {e: statistics.median(v) for e, v in stalls.items()}, pass_s)
+            {e: statistics.median(v) for e, v in stalls.items()}, timed)
+
+
+def _layout_s(state) -> float:
+    """Seconds of :func:`mlsysim.lab.store.layout` of ``state`` (median of three): the walk over the
+    tensors that this package's ``save`` makes before it copies."""
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        store.layout(state, 0)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def _engine_run(e: str, recs, loads, resumed: bool, corruption: str, noticed: bool, pred, in_training, model):

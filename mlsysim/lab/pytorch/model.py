@@ -13,8 +13,8 @@ engine                 stall (blocked)                        durable           
 ``dcp``                S/t + S/q + W (training: S/p)          = stall                            S/r + A + S/c
 ``dcp-async``          S/F                                    S/F + S/t + S/p + W                S/r + A + S/c
 ``sync``               max(S/k, W)                            = stall                            max(S/r, S/k) + A
-``concurrent``         S/c                                    S/c + max(S/k, W)                  max(S/r, S/k) + A
-``pipelined``          S/c; in training max(0, S/c − τ)       S/c + max(S/k, W)                  max(S/r, S/k) + A
+``concurrent``         L + d                                  d + max(S/k, W)                    max(S/r, S/k) + A
+``pipelined``          L + d; in training L + max(0, d − τ)   d + max(S/k, W)                    max(S/r, S/k) + A
 =====================  =====================================  =================================  ==================
 
 c memory copy into touched memory, f copy into memory allocated just before by NumPy (page faults
@@ -26,7 +26,9 @@ into pages the cache just gave back (this package's writers keep at most 64 MiB 
 saves (the median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
 ``torch.save``), r a read from the device, τ the forward and backward pass that the pipelined copy
-hides behind. This package's writers checksum in a second thread while they write (the longer of the
+hides behind, d the copy of the state itself into a ready buffer, one tensor after another (S/c where it
+was not timed), L the layout of the state that this package's ``save`` plans before it copies (one walk
+over the tensors). This package's writers checksum in a second thread while they write (the longer of the
 two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader
 into memory of each large array's own, as ``torch.load`` does), and pay what that memory costs beyond a
 copy into touched memory: A = S/u − S/c, u the copy of the state into new tensors while the previous
@@ -42,6 +44,10 @@ cache, write into those (q). In training a checkpoint follows seconds of trainin
 the write takes pages new to the cache (p). DCP's ``async_save`` allocates its staging copy first,
 which takes the freed pages, so its write takes new ones (p) in both. This package's writers reuse
 their own 64 MiB window either way.
+
+**In training the disk is timed again.** A shared disk drifts from minute to minute: the overhead runs
+come minutes after the save rounds, so the figures measured there (the stall in training, the overhead)
+take W_t, the write + ``fsync`` of S timed between the overhead runs, for W.
 
 **Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
 stall in training, plus, for the engines that work beside the training, the CPU time of that work
@@ -66,6 +72,9 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 (0.05, 0.225)
 >>> round(engines_model(f, 4e9, pass_s=0.05, cores=2, train_threads=1)["concurrent"]["overhead_s"], 3)  # a free core
 0.1
+>>> t = engines_model(f, 4e9, pass_s=0.05, snapshot_s=0.12, layout_s=0.01, training_write_s=1.5)
+>>> round(t["concurrent"]["stall_s"], 3), round(t["pipelined"]["training_stall_s"], 3), t["sync"]["training_stall_s"]
+(0.13, 0.08, 1.5)
 """
 from __future__ import annotations
 
@@ -89,7 +98,8 @@ def _terms(f: Floors, torch_crc_Bps: float) -> dict:
 
 
 def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2, train_threads: int = 1,
-                  alloc_copy_Bps: float | None = None) -> dict:
+                  alloc_copy_Bps: float | None = None, snapshot_s: float | None = None, layout_s: float = 0.0,
+                  training_write_s: float | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
@@ -97,7 +107,9 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     new memory and the CRC-32 rate), ``torch_crc_Bps`` the rate of ``torch.save``'s own CRC-32,
     ``pass_s`` the forward and backward time, ``cores`` the machine's cores, ``train_threads`` the
     threads the training computes with, ``alloc_copy_Bps`` the copy into new tensors as the loads
-    allocate them (u; None: every page new, F)."""
+    allocate them (u; None: every page new, F), ``snapshot_s`` the state's own copy into a ready buffer
+    (d; None: S/c), ``layout_s`` the layout planned before it (L), ``training_write_s`` the write +
+    ``fsync`` timed between the overhead runs (W_t; None: W)."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
              "cache_rewrite_Bps": f.cache_rewrite_Bps,
@@ -112,13 +124,22 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
             raise MlsysimError(f"{name} must be a positive integer, got {v!r}")
     if alloc_copy_Bps is not None and not (alloc_copy_Bps > 0):
         raise MlsysimError(f"alloc_copy_Bps must be a measured rate > 0 B/s, got {alloc_copy_Bps!r}")
+    for name, v in (("snapshot_s", snapshot_s), ("training_write_s", training_write_s)):
+        if v is not None and not (0 < v < math.inf):
+            raise MlsysimError(f"{name} must be a measured time > 0 s, got {v!r}")
+    if not (0 <= layout_s < math.inf):
+        raise MlsysimError(f"layout_s must be a measured time >= 0 s, got {layout_s!r}")
     x = _terms(f, torch_crc_Bps)
+    x["d"] = x["c"] if snapshot_s is None else snapshot_s
+    x["L"] = layout_s
+    x["W_t"] = x["W"] if training_write_s is None else training_write_s
     if alloc_copy_Bps is not None:
         x["u"] = f.size_B / alloc_copy_Bps
     faults = max(0.0, x.get("u", x["F"]) - x["c"])     # A: the loaders' new tensors beyond a copy
     own_load = max(x["r"], x["k"]) + faults
     torch_write = x["t"] + x["p"]
     persist = max(x["k"], x["W"])                     # the CRC-32 beside the write
+    snap = x["L"] + x["d"]                             # plan the layout, then copy tensor after tensor
     rounds_write = x["t"] + x["q"]                    # into the pages an older checkpoint's deletion freed
     table = {
         "torch.save": (rounds_write, None, x["r"] + faults, 0.0),
@@ -126,13 +147,14 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
         "dcp": (rounds_write + x["W"], rounds_write + x["W"], x["r"] + faults + x["c"], 0.0),
         "dcp-async": (x["F"], x["F"] + torch_write + x["W"], x["r"] + faults + x["c"], torch_write),
         "sync": (persist, persist, own_load, 0.0),
-        "concurrent": (x["c"], x["c"] + persist, own_load, x["k"] + x["q"]),
-        "pipelined": (x["c"], x["c"] + persist, own_load, x["c"] + x["k"] + x["q"]),
+        "concurrent": (snap, x["d"] + persist, own_load, x["k"] + x["q"]),
+        "pipelined": (snap, x["d"] + persist, own_load, x["d"] + x["k"] + x["q"]),
     }
     share = 0.0 if train_threads < cores else 1.0 / cores     # of the work beside, what the training pays
     out = {}
-    in_training = {"torch.save": torch_write, "torch.save+fsync": torch_write + x["W"], "dcp": torch_write + x["W"],
-                   "pipelined": max(0.0, x["c"] - pass_s)}
+    in_training = {"torch.save": torch_write, "torch.save+fsync": torch_write + x["W_t"],
+                   "dcp": torch_write + x["W_t"], "sync": max(x["k"], x["W_t"]),
+                   "pipelined": x["L"] + max(0.0, x["d"] - pass_s)}
     for e, (stall, durable, load, beside) in table.items():
         training = in_training.get(e, stall)
         out[e] = {"stall_s": stall, "durable_s": durable, "load_s": load, "training_stall_s": training,
@@ -151,6 +173,7 @@ def remodel(record: dict) -> dict:
     floors["write_rounds_s"] = tuple(floors.get("write_rounds_s", ()))
     model = engines_model(Floors(**floors), record["torch_crc_Bps"], record["pass_s"],
                           cores=record["machine"]["cores"], train_threads=record["config"]["threads"],
-                          alloc_copy_Bps=record.get("alloc_copy_Bps"))
+                          alloc_copy_Bps=record.get("alloc_copy_Bps"), snapshot_s=record.get("snapshot_copy_s"),
+                          layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"))
     engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
     return {**record, "engines": engines, "terms_s": model["terms"]}
