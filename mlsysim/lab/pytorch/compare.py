@@ -255,10 +255,11 @@ def _template(kind: str, cfg: TorchConfig):
     return TorchTrainer(cfg).state() if kind.startswith("dcp") else None
 
 
-def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int) -> dict:
+def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, say=lambda message: None) -> dict:
     """Each engine's load times over ``repeats`` rounds (see the module's text, 3.): in each round
     every engine loads once, in :func:`round_order`, its newest checkpoint's pages dropped from the page
-    cache first; the previous load's result is held until this one has returned."""
+    cache first; the previous load's result is held until this one has returned. ``say`` is told."""
+    say("loading")
     times = {e: [] for e in engines}
     for k in range(repeats):
         for e in round_order(engines, k):
@@ -362,8 +363,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
         model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed)
-        say("loading")
-        loads = _load_rounds(engines, folders, cfg, repeats)
+        loads = _load_rounds(engines, folders, cfg, repeats, say)
         runs = []
         for e in engines:
             say(f"resuming from {e}")
