@@ -37,6 +37,12 @@ timings in the same run):
 ``share(n) = max(1, n / C)`` times its one-core time; while the N ranks train beside N background
 writers, n = 2N. Per-rank work done by all ranks at once is therefore ``share(N)`` times one rank's.
 
+**Which pages new memory gets.** NumPy asks the kernel for huge pages (``madvise``) for a large array,
+so f_N faults in 2 MB pages; PyTorch's CPU allocator does not, and with transparent huge pages on
+``madvise`` (as on the machine the lab was recorded on) a new tensor faults in 4 KB pages, 512 times
+as many faults. DCP stages its copy into tensors it allocates at every save: F_N, not f_N (f_N where
+F_N was not measured).
+
 The refined prediction, for a state of S bytes, R = S/N + E per rank (FSDP), t the CRC-32 inside
 ``torch.save`` (DCP's writer), and a = 1/f_N − 1/c_N per byte (the page faults of new memory). The
 disk is shared too: where the N ranks write or read their shards at once, S / W_N and S / r_N stand
@@ -49,11 +55,6 @@ for S / W and S / r (a single reader or writer keeps W and r).
   the writers' seconds beside N busy processes (B, per byte, times S) stand for the writers' CPU work
   and the disk's write, and the busy work's loss (per byte, times S) for N R (1/k + 1/p) / C: they hold
   the kernel's own work for the writes (page allocation, writeback), which no one-thread rate shows;
-**Which pages new memory gets.** NumPy asks the kernel for huge pages (``madvise``) for a large array,
-so f_N faults in 2 MB pages; PyTorch's CPU allocator does not, and with transparent huge pages on
-``madvise`` (Debian's default) a new tensor faults in 4 KB pages, 512 times as many faults. DCP stages
-its copy into tensors it allocates at every save: F_N, not f_N (f_N where F_N was not measured).
-
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
   and scattered, metadata, the files' ``fsync``); overhead = stall + N R (1/t + 1/p) / C; without
@@ -170,6 +171,11 @@ def parallel_copy_Bps(size_B: float, threads: int, fresh: bool = False, repeats:
         dst = np.empty_like(srcs[i]) if fresh else dsts[i]
         np.copyto(dst, srcs[i])
 
+    return n * threads / _best_together_s(one, threads, repeats)
+
+
+def _best_together_s(one, threads: int, repeats: int) -> float:
+    """The best of ``repeats`` timings of ``threads`` threads running ``one(i)`` at once, i = 0, 1, ..."""
     best = math.inf
     for _ in range(repeats):
         pool = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
@@ -179,7 +185,7 @@ def parallel_copy_Bps(size_B: float, threads: int, fresh: bool = False, repeats:
         for th in pool:
             th.join()
         best = min(best, time.perf_counter() - t0)
-    return n * threads / best
+    return best
 
 
 def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> float:
@@ -198,19 +204,10 @@ def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> f
     def one(i):
         torch.empty(n, dtype=torch.uint8).copy_(srcs[i])
 
-    best = math.inf
     try:
-        for _ in range(repeats):
-            pool = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
-            t0 = time.perf_counter()
-            for th in pool:
-                th.start()
-            for th in pool:
-                th.join()
-            best = min(best, time.perf_counter() - t0)
+        return n * threads / _best_together_s(one, threads, repeats)
     finally:
         torch.set_num_threads(before)
-    return n * threads / best
 
 
 def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, **measured) -> Terms:

@@ -11,8 +11,8 @@ there; the overhead runs (2.) train beside it:
    (:func:`round_order`: a shared disk drifts, so no engine always goes first, and what one
    save leaves behind slows the next, so none always follows the same one). After each save
    the run waits until it is durable and flushes the page cache's dirty pages (``os.sync``,
-   untimed), so that one engine's unwritten bytes never slow the next; each round ends with one more timing of the write floor,
-   and the fastest write seen sets it. One protocol for every engine, ours and PyTorch's:
+   untimed), so that one engine's unwritten bytes never slow the next; each round ends with
+   one more timing of the write floor, and the fastest write seen sets it. One protocol for every engine, ours and PyTorch's:
    stall (blocked) = the time ``save`` held the caller; durable = the time until the data
    and the commit were on disk (NaN for plain ``torch.save``, which never is); deleting
    the checkpoints older than the newest two runs after both and is timed on its own
@@ -34,8 +34,9 @@ there; the overhead runs (2.) train beside it:
    next one's time: no loader always follows the same one). Every load starts from the same
    state: the checkpoint's pages dropped from the page cache, the previous load's result still
    held (it is released once this load has returned, as a program holds its old state while it
-   loads the new). Medians over the rounds. DCP loads in place into a state of the same structure made beforehand
-   (its normal use: the model's own tensors); the other loaders allocate what they return.
+   loads the new). Medians over the rounds. DCP loads in place into a state of the same
+   structure made beforehand (its normal use: the model's own tensors); the other loaders
+   allocate what they return.
 4. **Resume.** A trainer built from each engine's newest checkpoint, loaded once more (untimed),
    trains two more steps; their losses must equal, bit for bit, those of the run that never stopped.
 5. **Corruption.** One byte in the middle of each engine's newest checkpoint (its largest
