@@ -29,7 +29,8 @@ there; the overhead runs (2.) train beside it:
    backward pass to hide behind, timed on its own (``pass_s``). After each pair the write floor of
    the state's size is timed once more (``training_write_s``, median): the disk drifts between the
    save rounds and these runs, and the figures of these runs are predicted with its rate here.
-3. **Load.** ``repeats`` rounds; in each, every engine's own loader reads its newest checkpoint
+3. **Load.** :data:`LOAD_ROUNDS` × ``repeats`` rounds (a load is short, and the disk's read rate
+   drifts from one to the next as its write rate does); in each, every engine's own loader reads its newest checkpoint
    once, in the order of :func:`round_order` (what the previous load left in memory changes the
    next one's time: no loader always follows the same one). Every load starts from the same
    state: the checkpoint's pages dropped from the page cache, the previous load's result still
@@ -83,8 +84,9 @@ from .train import TorchConfig, TorchTrainer
 
 RESUME_STEPS = 2
 OVERHEAD_STEPS, OVERHEAD_EVERY = 6, 2   # an overhead run: 6 training steps, a checkpoint after steps 2 and 4
-OVERHEAD_ROUNDS = 5                     # at most: pairs of runs per engine, the overhead their median (one
+OVERHEAD_ROUNDS = 7                     # at most: pairs of runs per engine, the overhead their median (one
                                         # pair's difference varies by about a tenth of a second here)
+LOAD_ROUNDS = 3                         # load rounds per save round: a cold 1 GB read here varies by 1.5x
 
 
 @dataclass(frozen=True)
@@ -364,7 +366,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
         model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed)
-        loads = _load_rounds(engines, folders, cfg, repeats, say)
+        loads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats, say)
         runs = []
         for e in engines:
             say(f"resuming from {e}")
