@@ -308,23 +308,12 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
     temporary one) receives one folder per engine and must not hold checkpoints already;
     ``progress(message)`` is told what is running.
     """
-    engines = tuple(engines)
-    for e in engines:
-        if e not in ALL_ENGINES:
-            raise UnknownNameError("checkpoint engine", e, ALL_ENGINES)
-    if not engines or len(set(engines)) != len(engines):
-        raise MlsysimError(f"engines must name each engine once, got {engines!r}")
-    if type(repeats) is not int or repeats < 1:
-        raise MlsysimError(f"repeats must be a positive integer, got {repeats!r}")
+    engines = _checked(engines, repeats)
     cfg = cfg or TorchConfig.for_size(size_B)
     say = progress or (lambda message: None)
     with tempfile.TemporaryDirectory(prefix="mlsysim-torch-lab-") as tmp:
         root = store.check_directory(directory or tmp)
-        folders = {e: engine_folder(root, e) for e in engines}
-        for d in [*folders.values(), *(f.with_name(f.name + "-overhead") for f in folders.values())]:
-            if d.exists() and any(d.iterdir()):
-                raise MlsysimError(f"{d} already holds files; give an empty directory (the lab never deletes "
-                                   f"checkpoints it did not write)")
+        folders = _empty_folders(root, engines)
         trainer = TorchTrainer(cfg)
         for _ in range(2):
             trainer.step()
@@ -335,30 +324,10 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         snapshot_s, tensors = _snapshot_copy(state, repeats)
         torch_crc = torch_crc_Bps(repeats)
         alloc_Bps = alloc_copy_Bps(state, repeats)
-        live = {}
-        try:
-            for e in engines:
-                live[e] = make(e, folders[e], keep=2)
-                if e in ("concurrent", "pipelined"):
-                    live[e].prepare(store.layout(state, 0).size_B)
-            floor_data, floor_rounds = np.full(state_B, 7, dtype=np.uint8), []
-            for k in range(repeats + 1):            # k = 0: the untimed warm-up
-                say(f"round {k} of {repeats}" if k else "warm-up saves")
-                for e in round_order(engines, k):
-                    live[e].save(k + 1, state)
-                    live[e].wait()
-                    os.sync()
-                if k:                               # the write floor again, in the same round
-                    floor_rounds.append(write_once(root / "floor.bin", floor_data))
-                    (root / "floor.bin").unlink()
-            del floor_data
-            floors = with_write_rounds(floors, floor_rounds)
-            machine = machine_from(floors.copy_Bps, floors.write_Bps, floors.read_cold_Bps)
-            pred = predict(state_B, machine, interval_s=1e6)
-            records = {e: live[e].summary()[1:] for e in engines}
-        finally:
-            for eng in live.values():
-                eng.close()
+        records, floor_rounds = _save_rounds(engines, folders, state, repeats, (root / "floor.bin", state_B), say)
+        floors = with_write_rounds(floors, floor_rounds)
+        machine = machine_from(floors.copy_Bps, floors.write_Bps, floors.read_cold_Bps)
+        pred = predict(state_B, machine, interval_s=1e6)
         saved = copy.deepcopy(state)         # the state every engine saved, before training goes on
         reference = [trainer.step() for _ in range(RESUME_STEPS)]
         say("overhead: training with and without checkpoints")
@@ -379,6 +348,56 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=timed["pass_s"],
                       alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                       terms_s=model.get("terms", {}))
+
+
+def _checked(engines, repeats: int) -> tuple:
+    """``engines`` as a tuple, each a known engine named once; ``repeats`` a positive integer."""
+    engines = tuple(engines)
+    for e in engines:
+        if e not in ALL_ENGINES:
+            raise UnknownNameError("checkpoint engine", e, ALL_ENGINES)
+    if not engines or len(set(engines)) != len(engines):
+        raise MlsysimError(f"engines must name each engine once, got {engines!r}")
+    if type(repeats) is not int or repeats < 1:
+        raise MlsysimError(f"repeats must be a positive integer, got {repeats!r}")
+    return engines
+
+
+def _empty_folders(root: Path, engines) -> dict:
+    """Each engine's folder under ``root``; neither it nor its overhead folder may hold files yet."""
+    folders = {e: engine_folder(root, e) for e in engines}
+    for d in [*folders.values(), *(f.with_name(f.name + "-overhead") for f in folders.values())]:
+        if d.exists() and any(d.iterdir()):
+            raise MlsysimError(f"{d} already holds files; give an empty directory (the lab never deletes "
+                               f"checkpoints it did not write)")
+    return folders
+
+
+def _save_rounds(engines, folders: dict, state, repeats: int, floor: tuple, say) -> tuple[dict, list]:
+    """The save rounds (see the module's text, 1.): one untimed warm-up, then ``repeats`` rounds in
+    :func:`round_order`, each save waited for and the dirty pages flushed, each round ended by a timing
+    of the write floor, ``floor`` = (path, bytes). Returns each engine's timed save records and those
+    timings."""
+    (floor_path, floor_B), live = floor, {}
+    try:
+        for e in engines:
+            live[e] = make(e, folders[e], keep=2)
+            if e in ("concurrent", "pipelined"):
+                live[e].prepare(store.layout(state, 0).size_B)
+        floor_data, floor_rounds = np.full(floor_B, 7, dtype=np.uint8), []
+        for k in range(repeats + 1):            # k = 0: the untimed warm-up
+            say(f"round {k} of {repeats}" if k else "warm-up saves")
+            for e in round_order(engines, k):
+                live[e].save(k + 1, state)
+                live[e].wait()
+                os.sync()
+            if k:                               # the write floor again, in the same round
+                floor_rounds.append(write_once(floor_path, floor_data))
+                floor_path.unlink()
+        return {e: live[e].summary()[1:] for e in engines}, floor_rounds
+    finally:
+        for eng in live.values():
+            eng.close()
 
 
 def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
