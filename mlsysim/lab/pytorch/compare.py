@@ -30,12 +30,12 @@ there; the overhead runs (2.) train beside it:
    the state's size is timed once more (``training_write_s``, median): the disk drifts between the
    save rounds and these runs, and the figures of these runs are predicted with its rate here.
 3. **Load.** :data:`LOAD_ROUNDS` × ``repeats`` rounds (a load is short, and the disk's read rate
-   drifts from one to the next as its write rate does); in each, every engine's own loader reads its newest checkpoint
-   once, in the order of :func:`round_order` (what the previous load left in memory changes the
-   next one's time: no loader always follows the same one). Every load starts from the same
-   state: the checkpoint's pages dropped from the page cache, the previous load's result still
-   held (it is released once this load has returned, as a program holds its old state while it
-   loads the new). Medians over the rounds. DCP loads in place into a state of the same
+   drifts from one to the next as its write rate does); in each, every engine's own loader reads its
+   newest checkpoint once, in the order of :func:`round_order` (what the previous load left in
+   memory changes the next one's time: no loader always follows the same one). Every load starts
+   from the same state: the checkpoint's pages dropped from the page cache, the previous load's
+   result still held (it is released once this load has returned, as a program holds its old state
+   while it loads the new). Medians over the rounds. DCP loads in place into a state of the same
    structure made beforehand (its normal use: the model's own tensors); the other loaders
    allocate what they return.
 4. **Resume.** A trainer built from each engine's newest checkpoint, loaded once more (untimed),
@@ -86,7 +86,8 @@ RESUME_STEPS = 2
 OVERHEAD_STEPS, OVERHEAD_EVERY = 6, 2   # an overhead run: 6 training steps, a checkpoint after steps 2 and 4
 OVERHEAD_ROUNDS = 7                     # at most: pairs of runs per engine, the overhead their median (one
                                         # pair's difference varies by about a tenth of a second here)
-LOAD_ROUNDS = 3                         # load rounds per save round: a cold 1 GB read here varies by 1.5x
+LOAD_ROUNDS = 3                         # load rounds per save round: one loader's cold reads of a 1 GB file
+                                        # spread here by a factor of two and more
 
 
 @dataclass(frozen=True)
