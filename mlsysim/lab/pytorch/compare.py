@@ -12,10 +12,10 @@ there; the overhead runs (2.) train beside it:
    save leaves behind slows the next, so none always follows the same one). After each save
    the run waits until it is durable and flushes the page cache's dirty pages (``os.sync``,
    untimed), so that one engine's unwritten bytes never slow the next; each round ends with
-   one more timing of the write floor, and the fastest write seen sets it. One protocol for every engine, ours and PyTorch's:
-   stall (blocked) = the time ``save`` held the caller; durable = the time until the data
-   and the commit were on disk (NaN for plain ``torch.save``, which never is); deleting
-   the checkpoints older than the newest two runs after both and is timed on its own
+   one more timing of the write floor, and the fastest write seen sets it. One protocol for every
+   engine, ours and PyTorch's: stall (blocked) = the time ``save`` held the caller; durable = the
+   time until the data and the commit were on disk (NaN for plain ``torch.save``, which never is);
+   deleting the checkpoints older than the newest two runs after both and is timed on its own
    (prune). Medians over the rounds.
 2. **Overhead.** What training pays, which a stall does not show (a background write
    slows the steps beside it). One trainer of the lab's transformer runs pairs of timed runs
@@ -381,10 +381,7 @@ def _save_rounds(engines, folders: dict, state, repeats: int, floor: tuple, say)
     timings."""
     (floor_path, floor_B), live = floor, {}
     try:
-        for e in engines:
-            live[e] = make(e, folders[e], keep=2)
-            if e in ("concurrent", "pipelined"):
-                live[e].prepare(store.layout(state, 0).size_B)
+        _open_engines(live, engines, folders, state)
         floor_data, floor_rounds = np.full(floor_B, 7, dtype=np.uint8), []
         for k in range(repeats + 1):            # k = 0: the untimed warm-up
             say(f"round {k} of {repeats}" if k else "warm-up saves")
@@ -399,6 +396,17 @@ def _save_rounds(engines, folders: dict, state, repeats: int, floor: tuple, say)
     finally:
         for eng in live.values():
             eng.close()
+
+
+def _open_engines(live: dict, engines, folders: dict, state) -> None:
+    """Make each engine into ``live`` (filled as it goes, so that the caller closes every one made),
+    keeping the newest two checkpoints; this package's background engines allocate their snapshot
+    buffer for ``state`` before the first save."""
+    size_B = store.layout(state, 0).size_B
+    for e in engines:
+        live[e] = make(e, folders[e], keep=2)
+        if e in ("concurrent", "pipelined"):
+            live[e].prepare(size_B)
 
 
 def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
@@ -516,10 +524,7 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
     scratch, writes = next(iter(folders.values())).with_name("floor-in-training.bin"), []
     live, diffs, stalls = {}, {e: [] for e in engines}, {e: [] for e in engines}
     try:
-        for e in engines:
-            live[e] = make(e, folders[e], keep=2)
-            if e in ("concurrent", "pipelined"):
-                live[e].prepare(store.layout(trainer.state(), 0).size_B)
+        _open_engines(live, engines, folders, trainer.state())
         for r in range(rounds):
             for e in round_order(engines, r):
                 plain = _timed_run(trainer)
