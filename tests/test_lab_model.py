@@ -73,6 +73,20 @@ def test_a_core_the_training_leaves_free_takes_the_work_beside_it():
     assert all(free[e]["overhead_s"] == free[e]["training_stall_s"] for e in ALL)
 
 
+def test_a_deletion_in_the_callers_thread_is_paid_by_the_training():
+    prune = {e: 0.3 for e in ALL}
+    free = engines_model(F, 4e9, pass_s=1.0, cores=2, train_threads=1, prune_s=prune)
+    for e in ("torch.save", "torch.save+fsync", "dcp", "sync"):       # deleted inside save(), after the stall
+        assert free[e]["overhead_s"] == pytest.approx(free[e]["training_stall_s"] + 0.3), e
+        assert free[e]["stall_s"] == engines_model(F, 4e9, pass_s=1.0)[e]["stall_s"]
+    for e in ("dcp-async", "concurrent", "pipelined"):                # deleted by the writer, on the free core
+        assert free[e]["overhead_s"] == free[e]["training_stall_s"], e
+    busy = engines_model(F, 4e9, pass_s=1.0, cores=2, train_threads=2, prune_s=prune)
+    assert busy["concurrent"]["overhead_s"] == pytest.approx(0.2 + (0.1 + 0.25 + 0.3) / 2)
+    with pytest.raises(MlsysimError, match=r"prune_s\['sync'\] must be a measured time"):
+        engines_model(F, 4e9, pass_s=1.0, prune_s={"sync": -0.1})
+
+
 @pytest.mark.parametrize("kw", [dict(torch_crc_Bps=math.nan, pass_s=1.0), dict(torch_crc_Bps=4e9, pass_s=-1.0),
                                 dict(torch_crc_Bps=4e9, pass_s=1.0, cores=0),
                                 dict(torch_crc_Bps=4e9, pass_s=1.0, train_threads=1.5)])

@@ -335,6 +335,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         overhead, in_training, timed = _overheads(
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
+        timed["prune_s"] = {e: _median_known(r.prune_s for r in records[e]) for e in engines}
         model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed)
         loads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats, say)
         runs = []
@@ -444,12 +445,14 @@ def alloc_copy_Bps(state, repeats: int) -> float:
 
 def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: float, timed: dict) -> dict:
     """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
-    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``)."""
+    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``) and each engine's deletion
+    of an older checkpoint in the save rounds (``prune_s``)."""
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
                              train_threads=torch.get_num_threads(),
                              alloc_copy_Bps=alloc_Bps if alloc_Bps == alloc_Bps else None, snapshot_s=snapshot_s,
-                             layout_s=timed["layout_s"], training_write_s=timed["write_s"])
+                             layout_s=timed["layout_s"], training_write_s=timed["write_s"],
+                             prune_s={e: v for e, v in timed["prune_s"].items() if v == v})
     except MlsysimError:
         return {}
 

@@ -50,11 +50,15 @@ come minutes after the save rounds, so the figures measured there (the stall in 
 take W_t, the write + ``fsync`` of S timed between the overhead runs, for W.
 
 **Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
-stall in training, plus, for the engines that work beside the training, the CPU time of that work
-(the CRC-32 and the page-cache write, S/k + S/q; DCP's serialization; the pipelined engine's copy)
-where it has to take a core from the training: nothing while the machine has a core the training leaves free
-(``train_threads`` < ``cores``), else its seconds / ``cores``, as a step that runs on every core
-slows by 1/n of what another thread takes. The memory bandwidth that the two share is not modelled.
+stall in training, plus the deletion of the older checkpoint (P, ``prune_s``, timed in the save rounds)
+where the engine deletes it in the caller's thread before ``save`` returns (``torch.save``, DCP's ``save``,
+this package's ``sync``: outside the stall, as the protocol times it, but not outside the training), plus,
+for the engines that work beside the training, the CPU time of that work (the CRC-32 and the page-cache
+write, S/k + S/q; DCP's serialization; the pipelined engine's copy; the deletion, which they run in their
+writer thread) where it has to take a core from the training: nothing while the machine has a core the
+training leaves free (``train_threads`` < ``cores``), else its seconds / ``cores``, as a step that runs on
+every core slows by 1/n of what another thread takes. The memory bandwidth that the two share is not
+modelled.
 
 Every term is a measured rate of this machine, none a fit to an engine's own timing; where an
 engine's measured time still differs, notebook 06b names what the table leaves out.
@@ -75,6 +79,9 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 >>> t = engines_model(f, 4e9, pass_s=0.05, snapshot_s=0.12, layout_s=0.01, training_write_s=1.5)
 >>> round(t["concurrent"]["stall_s"], 3), round(t["pipelined"]["training_stall_s"], 3), t["sync"]["training_stall_s"]
 (0.13, 0.08, 1.5)
+>>> p = engines_model(f, 4e9, pass_s=0.05, train_threads=1, prune_s={"sync": 0.1, "concurrent": 0.1})
+>>> round(p["sync"]["overhead_s"], 3), round(p["concurrent"]["overhead_s"], 3)   # 1.2 + 0.1 in the caller; beside
+(1.3, 0.1)
 """
 from __future__ import annotations
 
@@ -87,6 +94,7 @@ from .results import ENGINES
 
 ALL = ENGINES + ("pipelined",)
 BACKGROUND = ("dcp-async", "concurrent", "pipelined")
+PRUNE_IN_CALLER = ("torch.save", "torch.save+fsync", "dcp", "sync")   # delete the older checkpoint in save()
 
 
 def _terms(f: Floors, torch_crc_Bps: float) -> dict:
@@ -99,7 +107,7 @@ def _terms(f: Floors, torch_crc_Bps: float) -> dict:
 
 def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2, train_threads: int = 1,
                   alloc_copy_Bps: float | None = None, snapshot_s: float | None = None, layout_s: float = 0.0,
-                  training_write_s: float | None = None) -> dict:
+                  training_write_s: float | None = None, prune_s: dict | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
@@ -109,7 +117,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     threads the training computes with, ``alloc_copy_Bps`` the copy into new tensors as the loads
     allocate them (u; None: every page new, F), ``snapshot_s`` the state's own copy into a ready buffer
     (d; None: S/c), ``layout_s`` the layout planned before it (L), ``training_write_s`` the write +
-    ``fsync`` timed between the overhead runs (W_t; None: W)."""
+    ``fsync`` timed between the overhead runs (W_t; None: W), ``prune_s`` the deletion of an older
+    checkpoint per engine, as the save rounds timed it (P; an engine not named: 0)."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
              "cache_rewrite_Bps": f.cache_rewrite_Bps,
@@ -129,6 +138,10 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
             raise MlsysimError(f"{name} must be a measured time > 0 s, got {v!r}")
     if not (0 <= layout_s < math.inf):
         raise MlsysimError(f"layout_s must be a measured time >= 0 s, got {layout_s!r}")
+    prune = dict(prune_s or {})
+    for name, v in prune.items():
+        if not (0 <= v < math.inf):
+            raise MlsysimError(f"prune_s[{name!r}] must be a measured time >= 0 s, got {v!r}")
     x = _terms(f, torch_crc_Bps)
     x["d"] = x["c"] if snapshot_s is None else snapshot_s
     x["L"] = layout_s
@@ -156,9 +169,10 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                    "dcp": torch_write + x["W_t"], "sync": max(x["k"], x["W_t"]),
                    "pipelined": x["L"] + max(0.0, x["d"] - pass_s)}
     for e, (stall, durable, load, beside) in table.items():
-        training = in_training.get(e, stall)
+        training, deletion = in_training.get(e, stall), prune.get(e, 0.0)
+        caller, beside = (deletion, beside) if e in PRUNE_IN_CALLER else (0.0, beside + deletion)
         out[e] = {"stall_s": stall, "durable_s": durable, "load_s": load, "training_stall_s": training,
-                  "overhead_s": training + beside * share}
+                  "overhead_s": training + caller + beside * share}
     out["terms"] = x
     return out
 
@@ -166,14 +180,16 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
 def remodel(record: dict) -> dict:
     """``record`` (a run's ``to_dict()``, as stored) with each engine's ``model`` and the ``terms_s`` computed
     again by :func:`mlsysim.lab.pytorch.model.engines_model` from the rates the run measured (its floors,
-    ``torch_crc_Bps``, ``pass_s``, ``alloc_copy_Bps``, cores and training threads); the measurements are
-    left as they are."""
+    ``torch_crc_Bps``, ``pass_s``, ``alloc_copy_Bps``, cores and training threads, each engine's
+    ``prune_s``); the measurements are left as they are."""
     names = {f.name for f in dataclasses.fields(Floors)}
     floors = {k: v for k, v in record["floors"].items() if k in names}
     floors["write_rounds_s"] = tuple(floors.get("write_rounds_s", ()))
+    prune = {r["engine"]: r["prune_s"] for r in record["engines"] if r.get("prune_s") is not None}
     model = engines_model(Floors(**floors), record["torch_crc_Bps"], record["pass_s"],
                           cores=record["machine"]["cores"], train_threads=record["config"]["threads"],
                           alloc_copy_Bps=record.get("alloc_copy_Bps"), snapshot_s=record.get("snapshot_copy_s"),
-                          layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"))
+                          layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"),
+                          prune_s=prune)
     engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
     return {**record, "engines": engines, "terms_s": model["terms"]}
