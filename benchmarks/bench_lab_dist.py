@@ -11,8 +11,8 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
   every checkpoint's stall and time to the global commit, and their medians
   (:func:`mlsysim.lab.distributed.launcher.run_distributed`);
 * the three restores of :func:`mlsysim.lab.distributed.restore.measure_restores` (every rank reads the
-  replicated file, each owner reads its shard, rank 0 reads and broadcasts): bytes read per
-  rank and seconds, beside the prediction;
+  replicated file, each owner reads its shard, rank 0 reads and broadcasts), each ``RESTORES`` times in
+  one job, the median: bytes read per rank and seconds, beside the prediction;
 * at the largest size, two nodes of N / 2 ranks (two ``torchrun`` agents) and a node lost: the
   recovery from the survivor's peer memory against the recovery from durable storage, and the
   downtime per loss beside the measured start of such a job (:func:`mlsysim.lab.distributed.terms.start_s`);
@@ -43,7 +43,10 @@ from pathlib import Path
 from lab_report import finish
 
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "distributed" / "data" / "benchmark.json"
-STEPS, EVERY = 6, 2          # three checkpoints per run: the medians are over three
+STEPS, EVERY = 14, 2         # seven checkpoints per run: the stall and durable medians are over seven,
+                             # the overhead's over the six cycles with two steps after them
+RESTORES = 5                 # each restore scheme timed five times in one job: the median
+NODE_LOSS_STEPS = 6          # the two-node run that loses a node: three checkpoints
 PLAIN = 4                    # steps before the first checkpoint: the overhead's baseline (steps 2 to 4)
 PROBE_B = 128e6              # gloo's broadcast and pairs timed with at most this many bytes
 
@@ -66,7 +69,8 @@ def _scheme(s, refined_s: float) -> dict:
     return {"scheme": s.scheme, "bytes_read_per_rank": list(s.bytes_read_per_rank),
             "bytes_read_total": s.bytes_read_total, "checkpoint_file_B": s.checkpoint_file_B,
             "device_bytes_per_rank": None if s.device_bytes_per_rank is None else list(s.device_bytes_per_rank),
-            "restore_s": s.restore_s, "read_s": s.read_s, "broadcast_s": s.broadcast_s, "load_s": s.load_s,
+            "restore_s": s.restore_s, "rounds_s": list(s.rounds_s), "read_s": s.read_s, "broadcast_s": s.broadcast_s,
+            "load_s": s.load_s,
             "verified": s.verified,
             "cache_dropped": s.cache_dropped,
             "predicted": {"bytes_read_per_rank": list(s.predicted.bytes_read_per_rank),
@@ -86,7 +90,7 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     say(f"{tag}: dcp-async")
     dcpa = run_distributed(engine="dcp-async", **kw)
     say(f"{tag}: restores")
-    rest = measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None,
+    rest = measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None, repeats=RESTORES,
                             probe_B=min(PROBE_B, cfg.state_B))
     say(f"{tag}: the terms")
     t = terms.measure_terms(nproc, cfg.state_B, bcast_Bps=rest.gloo["bcast_Bps"], pair_Bps=rest.gloo["pair_Bps"],
@@ -113,11 +117,11 @@ def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
     from mlsysim.lab.distributed import predict, terms
     from mlsysim.lab.distributed.restore import config_for
     from mlsysim.lab.distributed.launcher import launch, run_distributed
-    cfg = config_for(size_B, 32, layers, STEPS)
+    cfg = config_for(size_B, 32, layers, NODE_LOSS_STEPS)
     say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: the job's start")
     start = terms.start_s(launch, nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
     say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: a node lost")
-    r = run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent", steps=STEPS, every=EVERY,
+    r = run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent", steps=NODE_LOSS_STEPS, every=EVERY,
                         d_model=cfg.d_model, layers=layers)
     naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
         t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B)))

@@ -20,7 +20,7 @@ WORLD = 2
 def run(tmp_path_factory):
     pytest.importorskip("torch")
     base = tmp_path_factory.mktemp("restore")
-    return measure_restores(WORLD, d_model=128, layers=2, directory=base, machine=M), base
+    return measure_restores(WORLD, d_model=128, layers=2, directory=base, machine=M, repeats=3), base
 
 
 def _files(base, mode):
@@ -110,6 +110,14 @@ def test_drop_page_cache_and_residency(tmp_path):
     assert resident_fraction([path]) == 1.0
     if before is not None:
         assert device_read_B() - before >= 1 << 20
+
+
+def test_each_scheme_is_the_median_of_its_repeats(run):
+    result, _ = run
+    for s in result.schemes:
+        assert len(s.rounds_s) == 3 and all(x > 0 for x in s.rounds_s), s.scheme
+        assert s.restore_s == sorted(s.rounds_s)[1], s.scheme      # the middle one, not the fastest
+        assert s.verified
 
 
 @pytest.mark.parametrize("kw, match", [

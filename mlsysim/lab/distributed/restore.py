@@ -434,7 +434,7 @@ def run_worker(args: list, nproc: int, timeout_s: float = 300.0) -> list[dict]:
 
 @dataclass(frozen=True)
 class SchemeRestore:
-    """One restore scheme, measured (the fastest of the repeats) beside its prediction. Bytes, seconds.
+    """One restore scheme, measured (the median of the repeats) beside its prediction. Bytes, seconds.
 
     ``bytes_read_per_rank``: bytes of the shard files each rank read (each verified);
     ``device_bytes_per_rank``: bytes the kernel fetched from the disk for each rank (None where not
@@ -444,7 +444,8 @@ class SchemeRestore:
     slowest rank's read and copy; ``broadcast_s``: from the end of rank 0's read until the last
     rank holds every tensor (0 for the other schemes); ``cache_dropped``: no page of
     the checkpoint was in the page cache when the scheme began (None: not checked);
-    ``verified``: every rank ended up with every tensor's saved CRC-32, and the saved step."""
+    ``verified``: every rank ended up with every tensor's saved CRC-32, and the saved step (in every
+    repeat); ``rounds_s``: ``restore_s`` of every repeat, in the order they ran."""
 
     scheme: str
     mode: str
@@ -462,6 +463,7 @@ class SchemeRestore:
     cache_dropped: bool | None
     verified: bool
     predicted: RestorePrediction
+    rounds_s: tuple = ()
 
     @property
     def device_amplification(self) -> float | None:
@@ -531,7 +533,7 @@ class RestoreComparison:
         return "\n".join(lines)
 
 
-def _scheme_result(ev: dict, state_B: float, world: int, machine: DistMachine) -> SchemeRestore:
+def _scheme_result(ev: dict, state_B: float, world: int, machine: DistMachine, rounds_s=()) -> SchemeRestore:
     files = sum(ev["file_B"])
     dev = ev["device_bytes"]
     return SchemeRestore(
@@ -541,7 +543,7 @@ def _scheme_result(ev: dict, state_B: float, world: int, machine: DistMachine) -
         restore_s_per_rank=tuple(ev["restore_s"]), read_s=max(ev["read_s"]), broadcast_s=ev["job_broadcast_s"],
         load_s=max(ev["load_s"]), files_per_rank=tuple(tuple(f) for f in ev["files"]),
         cache_dropped=None if ev["resident_before"] is None else ev["dropped"], verified=ev["verified"],
-        predicted=predict_restore(ev["scheme"], state_B, world, machine))
+        predicted=predict_restore(ev["scheme"], state_B, world, machine), rounds_s=tuple(rounds_s))
 
 
 def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int = 32, layers: int = 2,
@@ -554,8 +556,11 @@ def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int =
 
     ``size_B``: pick the width whose state is closest to it (else ``d_model``); ``schemes``: names or
     ``"all"``; ``probe_B``: first time gloo's broadcast and pairs with this many bytes
-    (:func:`~mlsysim.lab.distributed.terms.gloo_probe`, in ``gloo``); ``repeats``: each scheme's fastest (verified only if every repeat was); ``directory``: an empty or new directory to write in (default: a temporary
-    one, removed afterwards)."""
+    (:func:`~mlsysim.lab.distributed.terms.gloo_probe`, in ``gloo``); ``repeats``: each scheme restored that many
+    times in one job, one scheme after another, the cache dropped before each; the scheme's figures are
+    those of its median repeat (by ``restore_s``; the lower middle for an even count; verified only if
+    every repeat was), as the save figures are medians; ``directory``: an empty or new directory to write in
+    (default: a temporary one, removed afterwards)."""
     check_world(nproc)
     if type(steps) is not int or steps < 1:
         raise MlsysimError(f"steps must be a positive integer (the checkpoint must differ from the "
@@ -593,9 +598,10 @@ def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int =
         evs = [e for e in events if e.get("scheme") == name]
         if not evs:
             raise LaunchError(f"the restore job reported nothing for scheme {name!r}")
-        best = min(evs, key=lambda e: e["job_restore_s"])
+        middle = sorted(evs, key=lambda e: e["job_restore_s"])[(len(evs) - 1) // 2]
         ok = all(e["verified"] for e in evs)
-        results.append(_scheme_result({**best, "verified": ok}, state_B, nproc, machine))
+        results.append(_scheme_result({**middle, "verified": ok}, state_B, nproc, machine,
+                                      [e["job_restore_s"] for e in evs]))
     return RestoreComparison(world_size=nproc, params=first["params"], state_B=state_B, d_model=first["d_model"],
                              layers=first["layers"], machine=machine, saves=saves, schemes=tuple(results),
                              wall_s=time.perf_counter() - t0,
