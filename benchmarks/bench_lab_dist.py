@@ -17,8 +17,9 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
   recovery from the survivor's peer memory against the recovery from durable storage, and the
   downtime per loss beside the measured start of such a job (:func:`mlsysim.lab.distributed.terms.start_s`);
 * the overhead per checkpoint of both engines: the job trains ``PLAIN`` steps without checkpoints,
-  then checkpoints every ``EVERY`` steps; each checkpoint's cycle (its stall and the steps after it)
-  less as many plain steps (:func:`mlsysim.lab.distributed.terms.overhead_per_checkpoint`).
+  then checkpoints every ``EVERY`` steps; each checkpoint's cycle (its stall and the two steps after it)
+  less the two steps after those, the last before the next checkpoint: a baseline in the same stretch
+  of the job (:func:`mlsysim.lab.distributed.terms.overhead_per_checkpoint`).
 
 Every figure has two predictions beside it: the first (``naive``: :mod:`mlsysim.lab.distributed.predict`,
 ``ms.checkpoint`` with a copy, a write and a read rate) and the refined one
@@ -43,11 +44,11 @@ from pathlib import Path
 from lab_report import finish
 
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "distributed" / "data" / "benchmark.json"
-STEPS, EVERY = 14, 2         # seven checkpoints per run: the stall and durable medians are over seven,
-                             # the overhead's over the six cycles with two steps after them
+STEPS, EVERY = 24, 4         # six checkpoints per run (steps 8 to 28): the stall and durable medians are
+                             # over six; the overhead's over the five with a full interval after them
 RESTORES = 5                 # each restore scheme timed five times in one job: the median
-NODE_LOSS_STEPS = 6          # the two-node run that loses a node: three checkpoints
-PLAIN = 4                    # steps before the first checkpoint: the overhead's baseline (steps 2 to 4)
+NODE_LOSS_STEPS, NODE_LOSS_EVERY = 6, 2   # the two-node run that loses a node: three checkpoints
+PLAIN = 4                    # steps trained before any checkpoint (the first one a warm-up)
 PROBE_B = 128e6              # gloo's broadcast and pairs timed with at most this many bytes
 
 
@@ -121,7 +122,8 @@ def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
     say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: the job's start")
     start = terms.start_s(launch, nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
     say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: a node lost")
-    r = run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent", steps=NODE_LOSS_STEPS, every=EVERY,
+    r = run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent", steps=NODE_LOSS_STEPS,
+                        every=NODE_LOSS_EVERY,
                         d_model=cfg.d_model, layers=layers)
     naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
         t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B)))

@@ -363,6 +363,7 @@ def write_durable(path: Path, chunks, after_first=None) -> tuple[int, int]:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         size, crc = write_chunks(fd, chunks, after_first=after_first)
         os.fsync(fd)
+        _dont_need(fd, 0, size)        # clean now: the file keeps none of the cache once durable
         os.close(fd)
         fd = None
         os.replace(tmp, path)

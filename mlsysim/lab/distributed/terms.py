@@ -425,15 +425,23 @@ def refined_recovery(t: Terms, size_B: float) -> dict:
 def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     """The measured overhead per checkpoint from rank 0's step events of one job (each with ``t``, the
     clock at the end of the step): the first ``plain`` steps ran without checkpoints, then one every
-    ``every`` steps. A checkpoint's cycle is from the end of its step to the end of the ``every``
-    steps after it (its stall included); the overhead is the cycle less ``every`` plain steps (the
-    median of the plain steps after the first). Returns ``plain_step_s``, ``overheads_s`` (one per
-    checkpoint followed by ``every`` steps) and ``overhead_s`` (their median; None without any).
+    ``every`` steps. A checkpoint's cycle is from the end of its step to the end of the steps after it
+    (its stall included). With ``every`` >= 4 each cycle has a baseline of its own, in the same stretch
+    of the job: the cycle is the first ``every // 2`` steps after the checkpoint, the baseline the next
+    ``every // 2``, the last before the next checkpoint (a background write done by then); a job whose
+    steps drift (warming up, the machine's other load) biases no cycle against a baseline timed minutes
+    before. With ``every`` < 4 the cycle is the ``every`` steps after the checkpoint, less ``every`` plain
+    steps (the median of the plain steps after the first). Returns ``plain_step_s``, ``overheads_s`` (one
+    per checkpoint with a full interval after it) and ``overhead_s`` (their median; None without any).
 
     >>> ev = [{"step": s, "t": 0.1 * s + (0.05 if s > 6 else 0) + (0.03 if s > 8 else 0)} for s in range(1, 11)]
     >>> o = overhead_per_checkpoint(ev, every=2, plain=4)
     >>> round(o["plain_step_s"], 3), [round(x, 3) for x in o["overheads_s"]]
     (0.1, [0.05, 0.03])
+    >>> t = [0.2 * s - 0.05 * max(0, s - 12) + (0.05 if s > 8 else 0) for s in range(1, 17)]  # 0.15 s from step 13
+    >>> o = overhead_per_checkpoint([{"step": s, "t": x} for s, x in enumerate(t, start=1)], every=4, plain=4)
+    >>> [round(x, 3) for x in o["overheads_s"]]     # against the plain steps, the second would be 0.3 - 0.4
+    [0.05, 0.0]
     """
     check_integer("every", every)
     if type(plain) is not int or plain < 2:
@@ -445,7 +453,11 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
         raise MlsysimError("no plain step was timed: the events hold no 't' of consecutive steps")
     step = statistics.median(base)
     ck = [s for s in sorted(t) if s > plain and s % every == 0 and s + every in t]
-    over = [t[s + every] - t[s] - every * step for s in ck]
+    if every >= 4:
+        h = every // 2
+        over = [(t[s + h] - t[s]) - (t[s + 2 * h] - t[s + h]) for s in ck]
+    else:
+        over = [t[s + every] - t[s] - every * step for s in ck]
     return {"plain_step_s": step, "overheads_s": over, "overhead_s": statistics.median(over) if over else None}
 
 
