@@ -556,10 +556,10 @@ def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int =
 
     ``size_B``: pick the width whose state is closest to it (else ``d_model``); ``schemes``: names or
     ``"all"``; ``probe_B``: first time gloo's broadcast and pairs with this many bytes
-    (:func:`~mlsysim.lab.distributed.terms.gloo_probe`, in ``gloo``); ``repeats``: each scheme restored that many
-    times in one job, one scheme after another, the cache dropped before each; the scheme's figures are
-    those of its median repeat (by ``restore_s``; the lower middle for an even count; verified only if
-    every repeat was), as the save figures are medians; ``directory``: an empty or new directory to write in
+    (:func:`~mlsysim.lab.distributed.terms.gloo_probe`, in ``gloo``); ``repeats``: each scheme restored that
+    many times in one job, one scheme after another, the cache dropped before each; the scheme's figures
+    are those of its median repeat (by ``restore_s``; the upper middle for an even count, as for the
+    saves; verified only if every repeat was); ``directory``: an empty or new directory to write in
     (default: a temporary one, removed afterwards)."""
     check_world(nproc)
     if type(steps) is not int or steps < 1:
@@ -598,7 +598,7 @@ def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int =
         evs = [e for e in events if e.get("scheme") == name]
         if not evs:
             raise LaunchError(f"the restore job reported nothing for scheme {name!r}")
-        middle = sorted(evs, key=lambda e: e["job_restore_s"])[(len(evs) - 1) // 2]
+        middle = sorted(evs, key=lambda e: e["job_restore_s"])[len(evs) // 2]
         ok = all(e["verified"] for e in evs)
         results.append(_scheme_result({**middle, "verified": ok}, state_B, nproc, machine,
                                       [e["job_restore_s"] for e in evs]))
