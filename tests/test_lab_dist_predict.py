@@ -121,8 +121,10 @@ def test_the_recorded_benchmark_reads_without_torch_and_checks_each_target():
     rows = model_table(d)
     assert len(rows) == 9 * len(d["points"]) + 4 * len(d["node_loss"]) == 62
     assert all(r["measured_s"] is not None and r["refined_s"] > 0 for r in rows)
-    assert all(q[k]["overhead_s"] is not None and len(q[k]["overheads_s"]) == 2 for q in d["points"]
-               for k in ("concurrent", "dcp_async"))
+    assert all(q[k]["overhead_s"] is not None and len(q[k]["overheads_s"]) == 5 for q in d["points"]
+               for k in ("concurrent", "dcp_async"))          # six checkpoints, five with a full interval after
+    assert all(len(r["rounds_s"]) == 5 and r["restore_s"] == sorted(r["rounds_s"])[2]
+               for q in d["points"] for r in q["restores"])   # each restore the median of five
     assert all({"crc_Bps", "parallel_copy_Bps", "bcast_Bps", "pair_Bps", "sync_s"} <= set(q["terms"]) for q in d["points"])
     assert all(n["start_s"] > 0 and len(n["downtime_s"]) == 2 for n in d["node_loss"])
     verdicts = targets(d)

@@ -92,7 +92,6 @@ def test_overhead_per_checkpoint_is_the_cycle_less_the_plain_steps():
     assert terms.overhead_per_checkpoint(ev[:6], 2, 4)["overhead_s"] is None   # no full cycle after a checkpoint
 
 
-
 def test_with_four_steps_between_checkpoints_each_cycle_has_its_own_baseline():
     # steps of 0.3 s drifting down to 0.2 s over the job; each checkpoint makes the next step 0.1 s longer
     t, ev = 0.0, []
@@ -101,11 +100,12 @@ def test_with_four_steps_between_checkpoints_each_cycle_has_its_own_baseline():
         ev.append({"step": s, "t": t})
     o = terms.overhead_per_checkpoint(ev, every=4, plain=4)
     assert len(o["overheads_s"]) == 3                               # checkpoints at 8, 12, 16 (20 has no interval)
-    # the cycle's two steps less the next two: 0.1 s plus two steps' drift over two steps (0.02 s), not 0.1 s less
-    # the drift since the plain steps, as against the plain steps of the job's start
+    # the cycle's two steps less the next two: the 0.1 s, plus 0.02 s of drift (each of the cycle's steps is
+    # 0.01 s longer than the step two later); against the plain steps of the job's start, far less than 0.1 s
     assert [round(x, 6) for x in o["overheads_s"]] == [0.12, 0.12, 0.12]
     against_start = [ev[s + 3]["t"] - ev[s - 1]["t"] - 4 * o["plain_step_s"] for s in (8, 12, 16)]
     assert all(a < 0.12 - 0.05 for a in against_start)
+
 
 def test_the_writers_beside_busy_processes_stand_for_their_rates():
     # 0.2 ns per byte beside the training, 0.1 ns of training lost per byte: for 1 GB (+ 32 kB of extras)

@@ -355,7 +355,8 @@ class _Checksum:
 
 def write_durable(path: Path, chunks, after_first=None) -> tuple[int, int]:
     """Write ``chunks`` to ``path.tmp`` (:func:`write_chunks`: at most :data:`WINDOW_B` of it
-    cached), fsync, rename to ``path``, fsync the directory. Returns (bytes, CRC-32). On an
+    cached while it is written, none once it is durable: the next file's pages are the ones this one
+    freed), fsync, rename to ``path``, fsync the directory. Returns (bytes, CRC-32). On an
     error the temporary file is removed and :class:`CheckpointError` names the file and the cause."""
     tmp = path.with_name(path.name + ".tmp")
     fd = None
