@@ -335,8 +335,8 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         overhead, in_training, timed = _overheads(
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
-        timed["prune_s"] = {e: _median_known(r.prune_s for r in records[e]) for e in engines}
-        model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed)
+        model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed,
+                       {e: _median_known(r.prune_s for r in records[e]) for e in engines})
         loads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats, say)
         runs = []
         for e in engines:
@@ -443,16 +443,17 @@ def alloc_copy_Bps(state, repeats: int) -> float:
     return size / best if best > 0 else float("nan")
 
 
-def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: float, timed: dict) -> dict:
+def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: float, timed: dict,
+           prune_s: dict) -> dict:
     """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
-    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``) and each engine's deletion
-    of an older checkpoint in the save rounds (``prune_s``)."""
+    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``), ``prune_s`` each engine's
+    deletion of an older checkpoint in the save rounds (NaN: none timed)."""
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
                              train_threads=torch.get_num_threads(),
                              alloc_copy_Bps=alloc_Bps if alloc_Bps == alloc_Bps else None, snapshot_s=snapshot_s,
                              layout_s=timed["layout_s"], training_write_s=timed["write_s"],
-                             prune_s={e: v for e, v in timed["prune_s"].items() if v == v})
+                             prune_s={e: v for e, v in prune_s.items() if v == v})
     except MlsysimError:
         return {}
 

@@ -93,8 +93,8 @@ from ..floors import Floors
 from .results import ENGINES
 
 ALL = ENGINES + ("pipelined",)
-BACKGROUND = ("dcp-async", "concurrent", "pipelined")
-PRUNE_IN_CALLER = ("torch.save", "torch.save+fsync", "dcp", "sync")   # delete the older checkpoint in save()
+BACKGROUND = ("dcp-async", "concurrent", "pipelined")   # persist (and delete) in a thread of their own
+PRUNE_IN_CALLER = tuple(e for e in ALL if e not in BACKGROUND)   # delete the older checkpoint in save()
 
 
 def _terms(f: Floors, torch_crc_Bps: float) -> dict:
