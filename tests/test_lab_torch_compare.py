@@ -108,8 +108,9 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert plain["durable_s"] is None and plain["predicted"]["durable_s"] is None   # null, not a bare NaN
     json.loads(json.dumps(small.to_dict(), allow_nan=False))
     assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
-    assert set(d["terms_s"]) == set("cfFpqWktrudL") | {"W_t"} and all(v > 0 for v in d["terms_s"].values())
-    assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0
+    assert set(d["terms_s"]) == set("cfFpqWktrudLg") | {"W_t"} and all(v > 0 for v in d["terms_s"].values())
+    assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0 and d["pieces_read_Bps"] > 0
+    assert d["terms_s"]["g"] == pytest.approx(d["size_B"] / d["pieces_read_Bps"], rel=1e-3)
     for r in d["engines"]:                 # the refined model beside every measured figure
         assert r["training_stall_s"] >= 0 and r["overhead_s"] is not None
         assert set(r["model"]) == {"stall_s", "durable_s", "load_s", "training_stall_s", "overhead_s"}

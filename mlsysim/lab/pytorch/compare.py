@@ -12,7 +12,13 @@ there; the overhead runs (2.) train beside it:
    save leaves behind slows the next, so none always follows the same one). After each save
    the run waits until it is durable and flushes the page cache's dirty pages (``os.sync``,
    untimed), so that one engine's unwritten bytes never slow the next; each round ends with
-   one more timing of the write floor, and the fastest write seen sets it. One protocol for every
+   one more timing of the write floor, and the fastest write seen sets it. Every save (and every
+   timing of the floor) starts from the same memory state: :data:`PREPARED_FILES` files of the state's
+   size written into the page cache, flushed and deleted just before, untimed
+   (:func:`prepare_memory`). On a virtual machine a write into the page cache is fast into pages a
+   deletion has just freed and several times slower into memory the host took back; without this the
+   state would depend on which engine went before (one that keeps its files cached frees a file's
+   worth when it deletes its older checkpoint, one that writes past the cache frees none). One protocol for every
    engine, ours and PyTorch's: stall (blocked) = the time ``save`` held the caller; durable = the
    time until the data and the commit were on disk (NaN for plain ``torch.save``, which never is);
    deleting the checkpoints older than the newest two runs after both and is timed on its own
@@ -49,7 +55,8 @@ there; the overhead runs (2.) train beside it:
 Two predictions stand beside each engine. The refined one (``model``, :mod:`mlsysim.lab.pytorch.model`)
 adds each engine's own work to the floors, from rates measured in the same run: the page-cache
 write, the copy into new memory, the copy into the tensors a load allocates (``alloc_copy_Bps``), this
-package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``).
+package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), the cold read of a file tensor by tensor,
+each tensor's archive from its end (``pieces_read_Bps``, as DCP's loader reads).
 The first, :func:`mlsysim.checkpoint`'s (measured floors as its memory
 and storage rates, see :mod:`mlsysim.lab.predict`), is kept as ``predicted``: the
 ``sync`` strategy for the engines that block until durable, ``async`` for those that
@@ -75,7 +82,7 @@ from ...errors import MlsysimError, UnknownNameError
 from ...measure import drop_page_cache
 from ...tables import Table
 from .. import store
-from ..floors import Floors, measure_floors, with_write_rounds, write_once
+from ..floors import Floors, cache_write_once, measure_floors, with_write_rounds, write_once
 from ..predict import machine_from, predict
 from .engines import ALL_ENGINES, load_latest, make, newest_path
 from .model import engines_model
@@ -86,6 +93,8 @@ RESUME_STEPS = 2
 OVERHEAD_STEPS, OVERHEAD_EVERY = 6, 2   # an overhead run: 6 training steps, a checkpoint after steps 2 and 4
 OVERHEAD_ROUNDS = 7                     # at most: pairs of runs per engine, the overhead their median (one
                                         # pair's difference varies by about a tenth of a second here)
+PREPARED_FILES = 2                      # files of the state's size freed before each save: DCP's async_save
+                                        # takes new memory twice (its staging copy, then the page cache)
 LOAD_ROUNDS = 3                         # load rounds per save round: one loader's cold reads of a 1 GB file
                                         # spread here by a factor of two and more
 
@@ -149,6 +158,7 @@ class Comparison:
     alloc_copy_Bps: float = float("nan")    # the copy into new tensors while the previous copy is held (u)
     layout_s: float = float("nan")          # this package's layout of the state, planned before its copy (L)
     training_write_s: float = float("nan")  # write + fsync of the state's size between the overhead runs (W_t)
+    pieces_read_Bps: float = float("nan")   # cold read tensor by tensor, each archive from its end (DCP's loads)
     terms_s: dict = field(default_factory=dict)   # the model's terms in seconds (see mlsysim.lab.pytorch.model)
 
     def run(self, engine: str) -> EngineRun:
@@ -183,7 +193,7 @@ class Comparison:
                 "tensors": self.tensors, "torch_crc_Bps": _or_none(self.torch_crc_Bps),
                 "pass_s": _or_none(self.pass_s), "alloc_copy_Bps": _or_none(self.alloc_copy_Bps),
                 "layout_s": _or_none(self.layout_s), "training_write_s": _or_none(self.training_write_s),
-                "terms_s": dict(self.terms_s),
+                "pieces_read_Bps": _or_none(self.pieces_read_Bps), "terms_s": dict(self.terms_s),
                 "engines": [r.to_dict(f) for r in self.runs]}
 
 
@@ -325,6 +335,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         snapshot_s, tensors = _snapshot_copy(state, repeats)
         torch_crc = torch_crc_Bps(repeats)
         alloc_Bps = alloc_copy_Bps(state, repeats)
+        pieces_Bps = pieces_read_Bps(root / "pieces.bin", _tensor_sizes(state), repeats)
         records, floor_rounds = _save_rounds(engines, folders, state, repeats, (root / "floor.bin", state_B), say)
         floors = with_write_rounds(floors, floor_rounds)
         machine = machine_from(floors.copy_Bps, floors.write_Bps, floors.read_cold_Bps)
@@ -335,7 +346,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         overhead, in_training, timed = _overheads(
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
-        model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed,
+        model = _model(floors, torch_crc, (alloc_Bps, pieces_Bps), snapshot_s, timed,
                        {e: _median_known(r.prune_s for r in records[e]) for e in engines})
         loads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats, say)
         runs = []
@@ -349,7 +360,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=timed["pass_s"],
                       alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
-                      terms_s=model.get("terms", {}))
+                      pieces_read_Bps=pieces_Bps, terms_s=model.get("terms", {}))
 
 
 def _checked(engines, repeats: int) -> tuple:
@@ -378,8 +389,8 @@ def _empty_folders(root: Path, engines) -> dict:
 def _save_rounds(engines, folders: dict, state, repeats: int, floor: tuple, say) -> tuple[dict, list]:
     """The save rounds (see the module's text, 1.): one untimed warm-up, then ``repeats`` rounds in
     :func:`round_order`, each save waited for and the dirty pages flushed, each round ended by a timing
-    of the write floor, ``floor`` = (path, bytes). Returns each engine's timed save records and those
-    timings."""
+    of the write floor, ``floor`` = (path, bytes); before each save and each floor timing,
+    :func:`prepare_memory`. Returns each engine's timed save records and those timings."""
     (floor_path, floor_B), live = floor, {}
     try:
         _open_engines(live, engines, folders, state)
@@ -387,10 +398,12 @@ def _save_rounds(engines, folders: dict, state, repeats: int, floor: tuple, say)
         for k in range(repeats + 1):            # k = 0: the untimed warm-up
             say(f"round {k} of {repeats}" if k else "warm-up saves")
             for e in round_order(engines, k):
+                prepare_memory(floor_path.parent, floor_data)
                 live[e].save(k + 1, state)
                 live[e].wait()
                 os.sync()
             if k:                               # the write floor again, in the same round
+                prepare_memory(floor_path.parent, floor_data)
                 floor_rounds.append(write_once(floor_path, floor_data))
                 floor_path.unlink()
         return {e: live[e].summary()[1:] for e in engines}, floor_rounds
@@ -443,17 +456,67 @@ def alloc_copy_Bps(state, repeats: int) -> float:
     return size / best if best > 0 else float("nan")
 
 
-def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: float, timed: dict,
+def prepare_memory(directory: Path, data: np.ndarray) -> None:
+    """The memory state every timed save starts from: :data:`PREPARED_FILES` files of ``data`` written
+    into the page cache in ``directory``, flushed (``os.sync``) and deleted, so that what the save takes
+    first is a page cache's worth of memory freed a moment before, whichever engine went before it."""
+    paths = [directory / f"prepare-{i}.bin" for i in range(PREPARED_FILES)]
+    try:
+        for path in paths:
+            cache_write_once(path, data)
+        os.sync()
+    finally:
+        for path in paths:
+            path.unlink(missing_ok=True)
+
+
+def _tensor_sizes(state) -> list[int]:
+    return [v.numel() * v.element_size() for _, v in _flat(state) if isinstance(v, torch.Tensor)]
+
+
+def pieces_read_Bps(path: Path, sizes: list[int], repeats: int, tail_B: int = 4096) -> float:
+    """Bytes per second of reading a file cold tensor by tensor, as DCP's loader does: it stores each
+    tensor as an archive of its own (``torch.save``), whose directory lies at its end, so each piece is
+    read from its last ``tail_B`` bytes first, then from its start. A file of ``sum(sizes)`` bytes is
+    written at ``path`` (``fsync``), read with its pages dropped from the page cache into a buffer
+    touched beforehand (best of ``repeats``), and deleted. A sequential cold read lets the kernel read
+    ahead of the reader; these jumps back restart it at every tensor."""
+    total = sum(sizes)
+    if not sizes or min(sizes) < 1:
+        raise MlsysimError(f"sizes must be tensor sizes of at least 1 B, got {len(sizes)} sizes")
+    buf = np.full(total, 7, dtype=np.uint8)
+    write_once(path, buf)
+    view, best = memoryview(buf), float("inf")
+    try:
+        for _ in range(repeats):
+            drop_page_cache(path)
+            with open(path, "rb", buffering=0) as f:
+                t0, at = time.perf_counter(), 0
+                for n in sizes:
+                    os.pread(f.fileno(), min(tail_B, n), at + n - min(tail_B, n))
+                    f.seek(at)
+                    f.readinto(view[at:at + n])
+                    at += n
+                best = min(best, time.perf_counter() - t0)
+    finally:
+        path.unlink(missing_ok=True)
+    return total / best if best > 0 else float("nan")
+
+
+def _model(floors: Floors, torch_crc_Bps: float, rates: tuple, snapshot_s: float, timed: dict,
            prune_s: dict) -> dict:
-    """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
-    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``), ``prune_s`` each engine's
-    deletion of an older checkpoint in the save rounds (NaN: none timed)."""
+    """The refined model's prediction per engine, or none where a rate could not be measured; ``rates``
+    are (``alloc_copy_Bps``, ``pieces_read_Bps``), ``timed`` holds what the overhead runs timed
+    (``pass_s``, ``layout_s``, ``write_s``), ``prune_s`` each engine's deletion of an older checkpoint in the
+    save rounds (NaN: none timed)."""
+    alloc_Bps, pieces_Bps = rates
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
                              train_threads=torch.get_num_threads(),
                              alloc_copy_Bps=alloc_Bps if alloc_Bps == alloc_Bps else None, snapshot_s=snapshot_s,
                              layout_s=timed["layout_s"], training_write_s=timed["write_s"],
-                             prune_s={e: v for e, v in prune_s.items() if v == v})
+                             prune_s={e: v for e, v in prune_s.items() if v == v},
+                             pieces_read_Bps=pieces_Bps if pieces_Bps == pieces_Bps else None)
     except MlsysimError:
         return {}
 

@@ -10,8 +10,8 @@ engine                 stall (blocked)                        durable           
 =====================  =====================================  =================================  ==================
 ``torch.save``         S/t + S/q (in training S/p for S/q)    never                              S/r + A
 ``torch.save+fsync``   S/t + S/q + W (training: S/p)          = stall                            S/r + A
-``dcp``                S/t + S/q + W (training: S/p)          = stall                            S/r + A + S/c
-``dcp-async``          S/F                                    S/F + S/t + S/p + W                S/r + A + S/c
+``dcp``                S/t + S/q + W (training: S/p)          = stall                            S/g + A + S/c
+``dcp-async``          S/F                                    S/F + S/t + S/q + W                S/g + A + S/c
 ``sync``               max(S/k, W)                            = stall                            max(S/r, S/k) + A
 ``concurrent``         L + d                                  d + max(S/k, W)                    max(S/r, S/k) + A
 ``pipelined``          L + d; in training L + max(0, d − τ)   d + max(S/k, W)                    max(S/r, S/k) + A
@@ -25,7 +25,8 @@ into pages the cache just gave back (this package's writers keep at most 64 MiB 
 :func:`mlsysim.lab.store.write_chunks`), W the write + ``fsync`` of S as the disk ran between the
 saves (the median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
-``torch.save``), r a read from the device, τ the forward and backward pass that the pipelined copy
+``torch.save``), r a read from the device, g the same read tensor by tensor, each tensor's archive
+from its end (DCP's loader: :func:`mlsysim.lab.pytorch.compare.pieces_read_Bps`), τ the forward and backward pass that the pipelined copy
 hides behind, d the copy of the state itself into a ready buffer, one tensor after another (S/c where it
 was not timed), L the layout of the state that this package's ``save`` plans before it copies (one walk
 over the tensors). This package's writers checksum in a second thread while they write (the longer of the
@@ -37,13 +38,13 @@ an earlier load freed, as the loads of a run follow one another). Without u, A =
 new). DCP then copies into the state it loads in place (c); this package's loader checksums while it
 reads, in a second thread (the longer of the two).
 
-**Which pages the page cache takes.** In the rounds of the comparison each engine deletes its
-checkpoint of two rounds before once its save is done, so from the second round on every save finds a
-file's worth of pages freed a moment before, and PyTorch's writers, which keep their whole file in the
-cache, write into those (q). In training a checkpoint follows seconds of training and finds none:
-the write takes pages new to the cache (p). DCP's ``async_save`` allocates its staging copy first,
-which takes the freed pages, so its write takes new ones (p) in both. This package's writers reuse
-their own 64 MiB window either way.
+**Which pages the page cache takes.** In the rounds of the comparison every save starts from the
+same state: two files of the state's size written into the page cache and deleted just before
+(:func:`mlsysim.lab.pytorch.compare.prepare_memory`), so PyTorch's writers, which keep their whole
+file in the cache, write into pages freed a moment before (q), and DCP's ``async_save`` finds enough
+for its staging copy and its write. In training a checkpoint follows seconds of training and finds
+none: the write takes pages new to the cache (p). This package's writers reuse their own 64 MiB window
+either way.
 
 **In training the disk is timed again.** A shared disk drifts from minute to minute: the overhead runs
 come minutes after the save rounds, so the figures measured there (the stall in training, the overhead)
@@ -107,7 +108,8 @@ def _terms(f: Floors, torch_crc_Bps: float) -> dict:
 
 def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2, train_threads: int = 1,
                   alloc_copy_Bps: float | None = None, snapshot_s: float | None = None, layout_s: float = 0.0,
-                  training_write_s: float | None = None, prune_s: dict | None = None) -> dict:
+                  training_write_s: float | None = None, prune_s: dict | None = None,
+                  pieces_read_Bps: float | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
@@ -118,7 +120,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     allocate them (u; None: every page new, F), ``snapshot_s`` the state's own copy into a ready buffer
     (d; None: S/c), ``layout_s`` the layout planned before it (L), ``training_write_s`` the write +
     ``fsync`` timed between the overhead runs (W_t; None: W), ``prune_s`` the deletion of an older
-    checkpoint per engine, as the save rounds timed it (P; an engine not named: 0)."""
+    checkpoint per engine, as the save rounds timed it (P; an engine not named: 0), ``pieces_read_Bps``
+    the cold read tensor by tensor, each archive from its end (g; None: the plain cold read, r)."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
              "cache_rewrite_Bps": f.cache_rewrite_Bps,
@@ -131,8 +134,9 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     for name, v in (("cores", cores), ("train_threads", train_threads)):
         if type(v) is not int or v < 1:
             raise MlsysimError(f"{name} must be a positive integer, got {v!r}")
-    if alloc_copy_Bps is not None and not (alloc_copy_Bps > 0):
-        raise MlsysimError(f"alloc_copy_Bps must be a measured rate > 0 B/s, got {alloc_copy_Bps!r}")
+    for name, v in (("alloc_copy_Bps", alloc_copy_Bps), ("pieces_read_Bps", pieces_read_Bps)):
+        if v is not None and not (v > 0):
+            raise MlsysimError(f"{name} must be a measured rate > 0 B/s, got {v!r}")
     for name, v in (("snapshot_s", snapshot_s), ("training_write_s", training_write_s)):
         if v is not None and not (0 < v < math.inf):
             raise MlsysimError(f"{name} must be a measured time > 0 s, got {v!r}")
@@ -148,6 +152,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     x["W_t"] = x["W"] if training_write_s is None else training_write_s
     if alloc_copy_Bps is not None:
         x["u"] = f.size_B / alloc_copy_Bps
+    x["g"] = x["r"] if pieces_read_Bps is None else f.size_B / pieces_read_Bps
     faults = max(0.0, x.get("u", x["F"]) - x["c"])     # A: the loaders' new tensors beyond a copy
     own_load = max(x["r"], x["k"]) + faults
     torch_write = x["t"] + x["p"]
@@ -157,8 +162,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     table = {
         "torch.save": (rounds_write, None, x["r"] + faults, 0.0),
         "torch.save+fsync": (rounds_write + x["W"], rounds_write + x["W"], x["r"] + faults, 0.0),
-        "dcp": (rounds_write + x["W"], rounds_write + x["W"], x["r"] + faults + x["c"], 0.0),
-        "dcp-async": (x["F"], x["F"] + torch_write + x["W"], x["r"] + faults + x["c"], torch_write),
+        "dcp": (rounds_write + x["W"], rounds_write + x["W"], x["g"] + faults + x["c"], 0.0),
+        "dcp-async": (x["F"], x["F"] + rounds_write + x["W"], x["g"] + faults + x["c"], torch_write),
         "sync": (persist, persist, own_load, 0.0),
         "concurrent": (snap, x["d"] + persist, own_load, x["k"] + x["q"]),
         "pipelined": (snap, x["d"] + persist, own_load, x["d"] + x["k"] + x["q"]),
@@ -180,7 +185,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
 def remodel(record: dict) -> dict:
     """``record`` (a run's ``to_dict()``, as stored) with each engine's ``model`` and the ``terms_s`` computed
     again by :func:`mlsysim.lab.pytorch.model.engines_model` from the rates the run measured (its floors,
-    ``torch_crc_Bps``, ``pass_s``, ``alloc_copy_Bps``, cores and training threads, each engine's
+    ``torch_crc_Bps``, ``pass_s``, ``alloc_copy_Bps``, ``pieces_read_Bps``, cores and training threads, each engine's
     ``prune_s``); the measurements are left as they are."""
     names = {f.name for f in dataclasses.fields(Floors)}
     floors = {k: v for k, v in record["floors"].items() if k in names}
@@ -190,6 +195,6 @@ def remodel(record: dict) -> dict:
                           cores=record["machine"]["cores"], train_threads=record["config"]["threads"],
                           alloc_copy_Bps=record.get("alloc_copy_Bps"), snapshot_s=record.get("snapshot_copy_s"),
                           layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"),
-                          prune_s=prune)
+                          prune_s=prune, pieces_read_Bps=record.get("pieces_read_Bps"))
     engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
     return {**record, "engines": engines, "terms_s": model["terms"]}
