@@ -102,7 +102,7 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     step_s = conc.plain_step_s
     p = predict.predict_job(cfg.state_B, nproc, "fsdp", naive_m, interval_s=EVERY * step_s)
     naive = {"stall_s": p.concurrent_stall_s, "durable_s": p.durable_s, "overhead_s": p.concurrent_stall_s}
-    ref = terms.refined_job(t, cfg.state_B, "fsdp")
+    ref = terms.refined_job(t, cfg.state_B, "fsdp", gap_s=EVERY * dcpa.plain_step_s)
     schemes = [_scheme(dataclasses.replace(s, predicted=predict.predict_restore(s.scheme, cfg.state_B, nproc, naive_m)),
                        terms.refined_restore(t, s.scheme, cfg.state_B)) for s in rest.schemes]
     return {"world_size": nproc, "state_B": cfg.state_B, "d_model": cfg.d_model, "layers": layers,

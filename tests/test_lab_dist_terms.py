@@ -40,6 +40,15 @@ def test_the_job_worked_numbers():
     base = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9), 1e9)
     assert round(lat["concurrent"]["durable_s"] - base["concurrent"]["durable_s"], 6) == 0.01
     assert round(lat["dcp-async"]["stall_s"] - base["dcp-async"]["stall_s"], 6) == 0.02
+    # memory the host took back: DCP's write of R = 0.5 GB at 1 GB/s instead of 4 GB/s, 0.375 s more per rank,
+    # once the training between checkpoints outlasts the kernel's 2 s delay; x share(4 threads, 2 cores) = 2
+    back = dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01, reclaimed_write_Bps=1e9)
+    late, soon = terms.refined_job(back, 1e9, gap_s=3.0), terms.refined_job(back, 1e9, gap_s=1.0)
+    rank_extra = (0.5e9 + terms.EXTRAS_PER_RANK_B) * (1 / 1e9 - 1 / 4e9)
+    assert round(rank_extra, 3) == 0.375 and terms.RECLAIM_DELAY_S == 2.0 and soon["dcp-async"] == a
+    assert late["dcp-async"]["durable_s"] == pytest.approx(a["durable_s"] + 2 * rank_extra)
+    assert late["dcp-async"]["overhead_s"] == pytest.approx(a["overhead_s"] + 2 * rank_extra / 2)
+    assert late["concurrent"] == c and late["dcp-async"]["stall_s"] == a["stall_s"]   # its own window: no change
     # two writers at once share the disk: 0.5 GB/s for both instead of 1 GB/s for one, 1 s more
     shared = terms.refined_job(dataclasses.replace(T, shared_write_Bps=0.5e9), 1e9)["concurrent"]["durable_s"]
     assert round(shared - terms.refined_job(T, 1e9)["concurrent"]["durable_s"], 3) == 1.0
@@ -74,6 +83,9 @@ def test_the_restores_and_recoveries_worked_numbers():
     (lambda: terms.parallel_copy_Bps(0, 2), "size_B"),
     (lambda: terms.parallel_torch_fresh_Bps(1e6, 0), "threads"),
     (lambda: dataclasses.replace(T, torch_fresh_Bps=-1.0), "torch_fresh_Bps must be a measured rate"),
+    (lambda: dataclasses.replace(T, reclaimed_write_Bps=0.0), "reclaimed_write_Bps must be a measured rate"),
+    (lambda: terms.refined_job(T, 1e9, gap_s=-1.0), "gap_s must be a time"),
+    (lambda: terms.reclaimed_write_Bps(None, 0.0), "size_B"),
 ])
 def test_bad_input_names_the_input(call, match):
     with pytest.raises(MlsysimError, match=match):
@@ -123,14 +135,21 @@ def test_writers_beside_busy_processes_measured(tmp_path):
 
 
 def test_measured_terms_are_rates_of_this_machine(tmp_path):
-    t = terms.measure_terms(2, 4e6, tmp_path, rounds=1, bcast_Bps=1e9)
+    t = terms.measure_terms(2, 4e6, tmp_path, rounds=1, reclaim_wait_s=0.05, bcast_Bps=1e9)
     assert t.world == 2 and t.cores >= 1 and t.bcast_Bps == 1e9 and t.start_s is None and 0 < t.sync_s < 5
     for k in ("copy_Bps", "parallel_copy_Bps", "parallel_fresh_Bps", "crc_Bps", "cache_write_Bps", "write_Bps",
-              "shared_write_Bps", "shared_read_Bps", "same_read_Bps"):
+              "shared_write_Bps", "shared_read_Bps", "same_read_Bps", "reclaimed_write_Bps"):
         assert 1e6 < getattr(t, k) < 1e13
     for k in ("beside_write_s_per_B", "beside_loss_s_per_B"):
         assert 0 <= getattr(t, k) < 1e-6                           # seconds per byte
     assert set(t.to_dict()) >= {"crc_Bps", "parallel_copy_Bps", "sync_s", "pair_Bps", "start_s"}
+
+
+def test_the_write_into_memory_freed_a_while_ago_is_measured_and_cleaned_up(tmp_path):
+    assert 1e6 < terms.reclaimed_write_Bps(tmp_path, 2e6, repeats=2, wait_s=0.05) < 1e13
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(MlsysimError, match="wait_s must be a time"):
+        terms.reclaimed_write_Bps(tmp_path, 2e6, wait_s=-1.0)
 
 
 def test_pytorchs_new_tensors_measured():

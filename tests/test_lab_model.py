@@ -15,7 +15,8 @@ F = Floors(size_B=2e9, copy_Bps=10e9, write_Bps=1e9, read_cold_Bps=2e9, read_war
 def test_terms_are_seconds_for_the_floors_size():
     x = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0)["terms"]
     assert x == pytest.approx({"c": 0.2, "f": 0.4, "F": 0.8, "p": 0.5, "q": 0.25, "W": 2.35, "k": 0.1, "t": 0.5,
-                               "r": 1.0, "d": 0.2, "L": 0.0, "W_t": 2.35, "g": 1.0})   # d = S/c, W_t = W, g = r where not timed
+                               "r": 1.0, "d": 0.2, "L": 0.0, "W_t": 2.35, "p_t": 0.5, "F_t": 0.8, "R": 1.0,
+                               "G": 1.0})   # d = S/c, W_t = W, p_t = p, F_t = F, R = r, G = R where not timed
     assert F.typical_write_s == pytest.approx(2.35)      # the median of the four rounds, not the best
 
 
@@ -54,12 +55,14 @@ def test_each_engine_adds_its_own_work_to_the_floors():
     assert u["dcp"]["load_s"] == pytest.approx(1.0 + 0.2 + 0.2)
     with pytest.raises(MlsysimError, match="alloc_copy_Bps must be a measured rate"):
         engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, alloc_copy_Bps=0.0)
-    # DCP reads tensor by tensor, each archive from its end: 2 GB at 1.6 GB/s in place of the plain cold read
-    g = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, pieces_read_Bps=1.6e9)
-    assert g["dcp"]["load_s"] == pytest.approx(1.25 + 0.6 + 0.2) == g["dcp-async"]["load_s"]
-    assert g["torch.save"]["load_s"] == e["torch.save"]["load_s"] and g["sync"]["load_s"] == e["sync"]["load_s"]
-    with pytest.raises(MlsysimError, match="pieces_read_Bps must be a measured rate"):
-        engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, pieces_read_Bps=math.nan)
+    # the cold reads as the load rounds timed them: 1.2 s in one call, 1.5 s tensor by tensor (DCP's loader)
+    g = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, read_s=1.2, pieces_read_s=1.5)
+    assert g["dcp"]["load_s"] == pytest.approx(1.5 + 0.6 + 0.2) == g["dcp-async"]["load_s"]
+    assert g["torch.save"]["load_s"] == pytest.approx(1.2 + 0.6) == g["sync"]["load_s"]
+    only_r = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, read_s=1.2)      # G = R where not timed
+    assert only_r["dcp"]["load_s"] == pytest.approx(1.2 + 0.6 + 0.2)
+    with pytest.raises(MlsysimError, match="pieces_read_s must be a measured time"):
+        engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, pieces_read_s=math.nan)
     assert e["torch.save"]["load_s"] == pytest.approx(1.0 + 0.6)
 
 
@@ -73,6 +76,16 @@ def test_overhead_is_the_stall_plus_the_work_beside_the_training_on_its_cores():
     assert engines_model(F, 4e9, pass_s=0.05)["pipelined"]["training_stall_s"] == pytest.approx(0.15)
     one = engines_model(F, 4e9, pass_s=1.0, cores=1)
     assert one["dcp-async"]["overhead_s"] == pytest.approx(0.8 + 1.0)
+
+
+def test_in_training_the_memory_is_timed_again():
+    # the page-cache write and the copy into a new mapping as the training left the memory: 0.9 s and 1.1 s
+    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, training_cache_write_s=0.9, training_fresh_s=1.1)
+    assert e["torch.save"]["training_stall_s"] == pytest.approx(0.5 + 0.9) and e["torch.save"]["stall_s"] == 0.75
+    assert e["dcp"]["training_stall_s"] == pytest.approx(0.5 + 0.9 + 2.35)
+    assert e["dcp-async"]["training_stall_s"] == pytest.approx(1.1) and e["dcp-async"]["stall_s"] == pytest.approx(0.8)
+    with pytest.raises(MlsysimError, match="training_fresh_s must be a measured time"):
+        engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, training_fresh_s=0.0)
 
 
 def test_a_core_the_training_leaves_free_takes_the_work_beside_it():

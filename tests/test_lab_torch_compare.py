@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -78,9 +79,10 @@ def test_every_engine_on_one_state(small):
 
 def test_every_loader_loads_once_per_round_from_the_checkpoints_left_intact(small, compare_dir):
     folders = {e: engine_folder(compare_dir, e) for e in ALL_ENGINES}
-    loads = _load_rounds(ALL_ENGINES, folders, SMALL, 3)
+    loads, reads = _load_rounds(ALL_ENGINES, folders, SMALL, 3, (compare_dir / "read-floor.bin", [1000, 5000]))
     assert set(loads) == set(ALL_ENGINES)
     assert all(len(t) == 3 and min(t) > 0 for t in loads.values())
+    assert all(len(v) == 3 and min(v) > 0 for v in reads.values()) and not (compare_dir / "read-floor.bin").exists()
     assert all(len(r.loads_s) == LOAD_ROUNDS and r.load_s == statistics.median(r.loads_s) for r in small.runs)
 
 
@@ -108,9 +110,11 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert plain["durable_s"] is None and plain["predicted"]["durable_s"] is None   # null, not a bare NaN
     json.loads(json.dumps(small.to_dict(), allow_nan=False))
     assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
-    assert set(d["terms_s"]) == set("cfFpqWktrudLg") | {"W_t"} and all(v > 0 for v in d["terms_s"].values())
-    assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0 and d["pieces_read_Bps"] > 0
-    assert d["terms_s"]["g"] == pytest.approx(d["size_B"] / d["pieces_read_Bps"], rel=1e-3)
+    assert set(d["terms_s"]) == set("cfFpqWktrudLRG") | {"W_t", "p_t", "F_t"} and all(v > 0 for v in d["terms_s"].values())
+    assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0
+    assert d["training_cache_write_s"] > 0 and d["training_fresh_copy_s"] > 0
+    assert len(d["read_rounds_s"]) == len(d["pieces_rounds_s"]) == LOAD_ROUNDS * small.repeats
+    assert d["terms_s"]["G"] == statistics.median(d["pieces_rounds_s"]) and d["terms_s"]["p_t"] == d["training_cache_write_s"]
     for r in d["engines"]:                 # the refined model beside every measured figure
         assert r["training_stall_s"] >= 0 and r["overhead_s"] is not None
         assert set(r["model"]) == {"stall_s", "durable_s", "load_s", "training_stall_s", "overhead_s"}
@@ -261,3 +265,25 @@ def test_every_round_orders_the_engines_anew():
         before = {o[o.index(e) - 1] for o in orders if o.index(e) > 0}
         assert len(before) >= 3, (e, before)
     assert round_order(("sync",), 3) == ("sync",) and round_order(("a", "b"), 1) == ("b", "a")
+
+
+def test_every_save_starts_from_the_same_memory_state(tmp_path):
+    from mlsysim.lab.pytorch.compare import PREPARED_FILES, prepare_memory
+    data = np.full(3 << 20, 7, dtype=np.uint8)
+    (tmp_path / "keep.bin").write_bytes(b"x")
+    prepare_memory(tmp_path, data)                      # files written, flushed and deleted, nothing else touched
+    assert PREPARED_FILES >= 2 and sorted(p.name for p in tmp_path.iterdir()) == ["keep.bin"]
+
+
+def test_the_cold_read_tensor_by_tensor_reads_every_piece(tmp_path):
+    from mlsysim.errors import MlsysimError
+    from mlsysim.lab.pytorch.compare import cold_read_s
+    data = np.arange(3 << 20, dtype=np.uint32).view(np.uint8)
+    (tmp_path / "f.bin").write_bytes(data.tobytes())
+    buf = np.zeros_like(data)
+    assert cold_read_s(tmp_path / "f.bin", buf, [1000, data.nbytes - 1010, 10]) > 0 and np.array_equal(buf, data)
+    buf[:] = 0
+    assert cold_read_s(tmp_path / "f.bin", buf) > 0 and np.array_equal(buf, data)
+    for bad in ([1000, 0], [], [data.nbytes + 1]):
+        with pytest.raises(MlsysimError, match="sizes must be tensor sizes"):
+            cold_read_s(tmp_path / "f.bin", buf, bad)

@@ -16,6 +16,7 @@ timings in the same run):
   F_N   the same into tensors PyTorch has just allocated        :func:`parallel_torch_fresh_Bps`
   k     this package's CRC-32 (zlib-ng), one core               :func:`~mlsysim.lab.floors.measure_floors`
   p     ``os.write`` into the page cache, one core              :func:`~mlsysim.lab.floors.measure_floors`
+  h     the same into memory the host has taken back            :func:`reclaimed_write_Bps` (best of 2)
   W     the disk's write + ``fsync`` of S as it runs (median)   :func:`measure_terms` (write rounds)
   r     a cold read from the disk                               :func:`~mlsysim.lab.floors.measure_floors`
   W_N   the disk's write + ``fsync``, N writers at once         :func:`shared_disk` (median of rounds)
@@ -43,6 +44,14 @@ so f_N faults in 2 MB pages; PyTorch's CPU allocator does not, and with transpar
 as many faults. DCP stages its copy into tensors it allocates at every save: F_N, not f_N (f_N where
 F_N was not measured).
 
+**Which memory the host has taken back.** This machine is a virtual machine that reports free memory
+to its host (virtio-balloon free page reporting): Linux hands a free block of 2 MB or more back
+:data:`RECLAIM_DELAY_S` after it was freed, and the host must back it again before the guest uses it.
+The page cache takes such blocks for a file's pages. This package's writers keep at most 64 MiB of a
+file cached and reuse those pages (p); DCP's writer leaves its whole file cached, and the memory the
+deletion of its older checkpoint freed has gone back to the host once the training between two
+checkpoints (``gap_s``) lasts longer than that delay: its write then runs at h, not p.
+
 The refined prediction, for a state of S bytes, R = S/N + E per rank (FSDP), t the CRC-32 inside
 ``torch.save`` (DCP's writer), and a = 1/f_N − 1/c_N per byte (the page faults of new memory). The
 disk is shared too: where the N ranks write or read their shards at once, S / W_N and S / r_N stand
@@ -58,7 +67,9 @@ for S / W and S / r (a single reader or writer keeps W and r).
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
   and scattered, metadata, the files' ``fsync``); overhead = stall + N R (1/t + 1/p) / C; without
-  :func:`dcp_probe`, d_s = 2 l and d_d = 2 z + l;
+  :func:`dcp_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap between checkpoints is at least
+  :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs R (1/h − 1/p) more, in the
+  durable time (times share(2N)) and in the overhead (N R (1/h − 1/p) / C);
 * sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load);
 * broadcast restore: S / r + S (1/k + a) + S / g + R N / c_N (rank 0 reads and verifies, then gloo);
 * replicated restore: S / r_1N + share(N) S (1/k + a) + S N / c_N: every rank reads the same file at
@@ -98,6 +109,12 @@ from ...errors import MlsysimError, check_integer, check_positive
 #: the rendezvous' detection of a dead node, seconds: keep_alive_interval (1 s) x keep_alive_max_attempt (2),
 #: as :data:`mlsysim.lab.distributed.launcher.RDZV_CONF` sets them
 DETECT_S = 2.0
+#: seconds after which Linux reports a free block to the host (``PAGE_REPORTING_DELAY``, 2 s in
+#: mm/page_reporting.c); blocks of 2 MB and more (``pageblock_order``) are reported
+RECLAIM_DELAY_S = 2.0
+#: seconds :func:`reclaimed_write_Bps` waits after freeing memory: the kernel reports in passes, each
+#: :data:`RECLAIM_DELAY_S` after the last, so the wait spans a few
+RECLAIM_WAIT_S = 6.0
 
 
 def share(threads: int, cores: int) -> float:
@@ -140,6 +157,7 @@ class Terms:
     torch_crc_Bps: float | None = None
     start_s: float | None = None
     torch_fresh_Bps: float | None = None
+    reclaimed_write_Bps: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -149,9 +167,10 @@ class Terms:
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s, got {v!r}")
-        v = self.torch_fresh_Bps
-        if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
-            raise MlsysimError(f"torch_fresh_Bps must be a measured rate > 0 B/s or None, got {v!r}")
+        for k in ("torch_fresh_Bps", "reclaimed_write_Bps"):
+            v = getattr(self, k)
+            if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
+                raise MlsysimError(f"{k} must be a measured rate > 0 B/s or None, got {v!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -210,10 +229,12 @@ def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> f
         torch.set_num_threads(before)
 
 
-def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, **measured) -> Terms:
+def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, reclaim_wait_s: float = RECLAIM_WAIT_S,
+                  **measured) -> Terms:
     """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at 256 MB) in ``directory``:
     the floors, ``rounds`` more write + ``fsync`` timings (the disk's rate is their median), the
-    aggregate copies of ``world`` threads. ``measured``: terms measured elsewhere (``bcast_Bps``,
+    aggregate copies of ``world`` threads, the page-cache write into memory freed ``reclaim_wait_s``
+    before (:func:`reclaimed_write_Bps`). ``measured``: terms measured elsewhere (``bcast_Bps``,
     ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``)."""
     from ..floors import measure_floors, write_once
     check_integer("world", world)
@@ -226,13 +247,14 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, **
         sync = statistics.median(_small_durable_s(Path(tmp) / f"c{i}.json") for i in range(5))
         shared_w, shared_r, same_r = shared_disk(tmp, size, world, rounds)
         b = beside(tmp, size, world)
+        reclaimed = reclaimed_write_Bps(tmp, size, wait_s=reclaim_wait_s)
     return Terms(cores=os.cpu_count() or 1, world=world, copy_Bps=f.copy_Bps,
                  parallel_copy_Bps=parallel_copy_Bps(size, world),
                  parallel_fresh_Bps=parallel_copy_Bps(size, world, fresh=True), fresh_copy_Bps=f.fresh_copy_Bps,
                  crc_Bps=f.crc_Bps, cache_write_Bps=f.cache_write_Bps, write_Bps=size / statistics.median(times),
                  read_cold_Bps=f.read_cold_Bps, sync_s=sync, shared_write_Bps=shared_w, shared_read_Bps=shared_r,
                  same_read_Bps=same_r, beside_write_s_per_B=b["writers_beside_s"] / b["size_B"],
-                 beside_loss_s_per_B=b["loss_s"] / b["size_B"], **measured)
+                 beside_loss_s_per_B=b["loss_s"] / b["size_B"], reclaimed_write_Bps=reclaimed, **measured)
 
 
 def shared_disk(directory, size_B: float, world: int, rounds: int = 3) -> tuple[float, float, float]:
@@ -334,6 +356,30 @@ def beside(directory, size_B: float, world: int) -> dict:
             "loss_s": max(0.0, spun - base)}
 
 
+def reclaimed_write_Bps(directory, size_B: float, repeats: int = 2, wait_s: float = RECLAIM_WAIT_S) -> float:
+    """Bytes per second of writing ``size_B`` bytes into the page cache (as p:
+    :func:`mlsysim.lab.floors.cache_write_once`, no ``fsync``) into memory freed ``wait_s`` before: a file
+    of that size is written, flushed and deleted, then, after the wait, written again and timed (best of
+    ``repeats``; the files are removed). On a machine that reports free memory to its host the host has
+    taken it back by then and backs every block again; elsewhere this is p."""
+    from ..floors import cache_write_once
+    check_positive("size_B", size_B)
+    check_integer("repeats", repeats)
+    if not (0 <= wait_s < math.inf):
+        raise MlsysimError(f"wait_s must be a time >= 0 s, got {wait_s!r}")
+    data = np.full(int(size_B), 7, dtype=np.uint8)
+    best = math.inf
+    with tempfile.TemporaryDirectory(dir=directory, prefix="reclaimed-") as tmp:
+        path = Path(tmp) / "reclaimed.bin"
+        cache_write_once(path, data)
+        for _ in range(repeats):
+            os.sync()
+            path.unlink()
+            time.sleep(wait_s)
+            best = min(best, cache_write_once(path, data))
+    return data.nbytes / best
+
+
 def _small_durable_s(path) -> float:
     """Seconds of :func:`mlsysim.lab.store.write_durable` of a 200-byte record (a commit record's size)."""
     from ..store import write_durable
@@ -351,9 +397,13 @@ def _sizes(t: Terms, size_B: float, mode: str) -> tuple[float, float, float]:
     return s + n * EXTRAS_PER_RANK_B, rank, n * rank if mode == "fsdp" else rank
 
 
-def refined_job(t: Terms, size_B: float, mode: str = "fsdp") -> dict:
+def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0) -> dict:
     """{engine: {stall_s, durable_s, overhead_s}} for the ``concurrent`` engine and ``dcp-async`` (the
-    module's formulas), and the terms in seconds (``terms``). dcp-async needs ``torch_crc_Bps``."""
+    module's formulas), and the terms in seconds (``terms``). dcp-async needs ``torch_crc_Bps``;
+    ``gap_s``, the training between two checkpoints (seconds), decides whether DCP's write takes memory
+    the host has taken back (at least :data:`RECLAIM_DELAY_S`, and ``reclaimed_write_Bps`` measured)."""
+    if not (0 <= gap_s < math.inf):
+        raise MlsysimError(f"gap_s must be a time >= 0 s between checkpoints, got {gap_s!r}")
     total, rank, copied = _sizes(t, size_B, mode)
     n, c = t.world, t.cores
     write = total / (t.shared_write_Bps or t.write_Bps)
@@ -376,6 +426,9 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp") -> dict:
         stall = copied / (t.torch_fresh_Bps or t.parallel_fresh_Bps) + fixed_s
         out["terms"]["torch_crc_s"] = tc
         extra = tc - k           # torch.save's CRC-32 in place of this package's
+        if t.reclaimed_write_Bps and gap_s >= RECLAIM_DELAY_S:     # its whole file cached, in memory taken back
+            out["terms"]["reclaimed_write_s"] = rank / t.reclaimed_write_Bps
+            extra += max(0.0, rank / t.reclaimed_write_Bps - p)
         out["dcp-async"] = {"stall_s": stall,
                             "durable_s": stall + writers + extra * share(2 * n, c) + fixed_d,
                             "overhead_s": stall + loss + n * extra / c}

@@ -56,7 +56,9 @@ Two predictions stand beside each engine. The refined one (``model``, :mod:`mlsy
 adds each engine's own work to the floors, from rates measured in the same run: the page-cache
 write, the copy into new memory, the copy into the tensors a load allocates (``alloc_copy_Bps``), this
 package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), the cold read of a file tensor by tensor,
-each tensor's archive from its end (``pieces_read_Bps``, as DCP's loader reads).
+and, where the memory state or the disk drifts, rates timed again in the same stretch of the run: the
+page-cache write and the copy into new memory after each overhead pair, the cold reads in each load round
+(in one call, and tensor by tensor, each tensor's archive from its end, as DCP's loader reads).
 The first, :func:`mlsysim.checkpoint`'s (measured floors as its memory
 and storage rates, see :mod:`mlsysim.lab.predict`), is kept as ``predicted``: the
 ``sync`` strategy for the engines that block until durable, ``async`` for those that
@@ -82,7 +84,7 @@ from ...errors import MlsysimError, UnknownNameError
 from ...measure import drop_page_cache
 from ...tables import Table
 from .. import store
-from ..floors import Floors, cache_write_once, measure_floors, with_write_rounds, write_once
+from ..floors import Floors, cache_write_once, fresh_mapping_copy_s, measure_floors, with_write_rounds, write_once
 from ..predict import machine_from, predict
 from .engines import ALL_ENGINES, load_latest, make, newest_path
 from .model import engines_model
@@ -158,7 +160,10 @@ class Comparison:
     alloc_copy_Bps: float = float("nan")    # the copy into new tensors while the previous copy is held (u)
     layout_s: float = float("nan")          # this package's layout of the state, planned before its copy (L)
     training_write_s: float = float("nan")  # write + fsync of the state's size between the overhead runs (W_t)
-    pieces_read_Bps: float = float("nan")   # cold read tensor by tensor, each archive from its end (DCP's loads)
+    training_cache_write_s: float = float("nan")   # page-cache write of the state's size there (p_t, median)
+    training_fresh_copy_s: float = float("nan")    # copy into a new anonymous mapping there (F_t, median)
+    read_rounds_s: tuple = ()               # cold read of the state's size in one call, once per load round
+    pieces_rounds_s: tuple = ()             # the same tensor by tensor, each archive from its end (DCP's loads)
     terms_s: dict = field(default_factory=dict)   # the model's terms in seconds (see mlsysim.lab.pytorch.model)
 
     def run(self, engine: str) -> EngineRun:
@@ -193,7 +198,10 @@ class Comparison:
                 "tensors": self.tensors, "torch_crc_Bps": _or_none(self.torch_crc_Bps),
                 "pass_s": _or_none(self.pass_s), "alloc_copy_Bps": _or_none(self.alloc_copy_Bps),
                 "layout_s": _or_none(self.layout_s), "training_write_s": _or_none(self.training_write_s),
-                "pieces_read_Bps": _or_none(self.pieces_read_Bps), "terms_s": dict(self.terms_s),
+                "training_cache_write_s": _or_none(self.training_cache_write_s),
+                "training_fresh_copy_s": _or_none(self.training_fresh_copy_s),
+                "read_rounds_s": list(self.read_rounds_s), "pieces_rounds_s": list(self.pieces_rounds_s),
+                "terms_s": dict(self.terms_s),
                 "engines": [r.to_dict(f) for r in self.runs]}
 
 
@@ -269,19 +277,31 @@ def _template(kind: str, cfg: TorchConfig):
     return TorchTrainer(cfg).state() if kind.startswith("dcp") else None
 
 
-def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, say=lambda message: None) -> dict:
+def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, floor: tuple,
+                 say=lambda message: None) -> tuple[dict, dict]:
     """Each engine's load times over ``repeats`` rounds (see the module's text, 3.): in each round
     every engine loads once, in :func:`round_order`, its newest checkpoint's pages dropped from the page
-    cache first; the previous load's result is held until this one has returned. ``say`` is told."""
+    cache first; the previous load's result is held until this one has returned. Each round ends with
+    two cold reads of a file of the state's size, ``floor`` = (path, tensor sizes): in one call, and
+    tensor by tensor (:func:`cold_read_s`). Returns the load times and those reads. ``say`` is told."""
     say("loading")
-    times = {e: [] for e in engines}
-    for k in range(repeats):
-        for e in round_order(engines, k):
-            for p in _files(newest_path(e, folders[e])):
-                drop_page_cache(p)
-            held = load_latest(e, folders[e], template=_template(e, cfg))   # the old one goes after
-            times[e].append(held.read_s)
-    return times
+    path, sizes = floor
+    times, reads = {e: [] for e in engines}, {"read_s": [], "pieces_read_s": []}
+    buf = np.full(sum(sizes), 7, dtype=np.uint8)
+    write_once(path, buf)
+    try:
+        for k in range(repeats):
+            for e in round_order(engines, k):
+                for p in _files(newest_path(e, folders[e])):
+                    drop_page_cache(p)
+                held = load_latest(e, folders[e], template=_template(e, cfg))   # the old one goes after
+                times[e].append(held.read_s)
+            del held
+            reads["read_s"].append(cold_read_s(path, buf))
+            reads["pieces_read_s"].append(cold_read_s(path, buf, sizes))
+    finally:
+        path.unlink(missing_ok=True)
+    return times, reads
 
 
 def _corrupt(kind: str, directory: Path, cfg: TorchConfig, saved) -> tuple[str, bool]:
@@ -335,7 +355,6 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         snapshot_s, tensors = _snapshot_copy(state, repeats)
         torch_crc = torch_crc_Bps(repeats)
         alloc_Bps = alloc_copy_Bps(state, repeats)
-        pieces_Bps = pieces_read_Bps(root / "pieces.bin", _tensor_sizes(state), repeats)
         records, floor_rounds = _save_rounds(engines, folders, state, repeats, (root / "floor.bin", state_B), say)
         floors = with_write_rounds(floors, floor_rounds)
         machine = machine_from(floors.copy_Bps, floors.write_Bps, floors.read_cold_Bps)
@@ -346,9 +365,11 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         overhead, in_training, timed = _overheads(
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
-        model = _model(floors, torch_crc, (alloc_Bps, pieces_Bps), snapshot_s, timed,
+        loads, reads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats,
+                                    (root / "read-floor.bin", _tensor_sizes(state)), say)
+        timed.update({k: statistics.median(v) for k, v in reads.items()})
+        model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed,
                        {e: _median_known(r.prune_s for r in records[e]) for e in engines})
-        loads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats, say)
         runs = []
         for e in engines:
             say(f"resuming from {e}")
@@ -360,7 +381,9 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=timed["pass_s"],
                       alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
-                      pieces_read_Bps=pieces_Bps, terms_s=model.get("terms", {}))
+                      training_cache_write_s=timed["cache_write_s"], training_fresh_copy_s=timed["fresh_copy_s"],
+                      read_rounds_s=tuple(reads["read_s"]), pieces_rounds_s=tuple(reads["pieces_read_s"]),
+                      terms_s=model.get("terms", {}))
 
 
 def _checked(engines, repeats: int) -> tuple:
@@ -474,49 +497,42 @@ def _tensor_sizes(state) -> list[int]:
     return [v.numel() * v.element_size() for _, v in _flat(state) if isinstance(v, torch.Tensor)]
 
 
-def pieces_read_Bps(path: Path, sizes: list[int], repeats: int, tail_B: int = 4096) -> float:
-    """Bytes per second of reading a file cold tensor by tensor, as DCP's loader does: it stores each
-    tensor as an archive of its own (``torch.save``), whose directory lies at its end, so each piece is
-    read from its last ``tail_B`` bytes first, then from its start. A file of ``sum(sizes)`` bytes is
-    written at ``path`` (``fsync``), read with its pages dropped from the page cache into a buffer
-    touched beforehand (best of ``repeats``), and deleted. A sequential cold read lets the kernel read
-    ahead of the reader; these jumps back restart it at every tensor."""
-    total = sum(sizes)
-    if not sizes or min(sizes) < 1:
-        raise MlsysimError(f"sizes must be tensor sizes of at least 1 B, got {len(sizes)} sizes")
-    buf = np.full(total, 7, dtype=np.uint8)
-    write_once(path, buf)
-    view, best = memoryview(buf), float("inf")
-    try:
-        for _ in range(repeats):
-            drop_page_cache(path)
-            with open(path, "rb", buffering=0) as f:
-                t0, at = time.perf_counter(), 0
-                for n in sizes:
-                    os.pread(f.fileno(), min(tail_B, n), at + n - min(tail_B, n))
-                    f.seek(at)
-                    f.readinto(view[at:at + n])
-                    at += n
-                best = min(best, time.perf_counter() - t0)
-    finally:
-        path.unlink(missing_ok=True)
-    return total / best if best > 0 else float("nan")
+def cold_read_s(path: Path, buf: np.ndarray, sizes: list[int] | None = None, tail_B: int = 4096) -> float:
+    """Seconds to read ``path`` into ``buf`` (touched beforehand) with its pages dropped from the page
+    cache first: in one call (``sizes`` None), or tensor by tensor as DCP's loader reads, which stores
+    each tensor as an archive of its own (``torch.save``) whose directory lies at its end, so each piece
+    is read from its last ``tail_B`` bytes first, then from its start. A sequential read lets the kernel
+    read ahead of the reader; these jumps back restart it at every tensor."""
+    sizes = [buf.nbytes] if sizes is None else list(sizes)
+    if not sizes or min(sizes) < 1 or sum(sizes) > buf.nbytes:
+        raise MlsysimError(f"sizes must be tensor sizes of at least 1 B that fit the buffer, got {len(sizes)} sizes")
+    view = memoryview(buf)
+    drop_page_cache(path)
+    with open(path, "rb", buffering=0) as f:
+        t0, at = time.perf_counter(), 0
+        for n in sizes:
+            if len(sizes) > 1:
+                os.pread(f.fileno(), min(tail_B, n), at + n - min(tail_B, n))
+            f.seek(at)
+            f.readinto(view[at:at + n])
+            at += n
+        return time.perf_counter() - t0
 
 
-def _model(floors: Floors, torch_crc_Bps: float, rates: tuple, snapshot_s: float, timed: dict,
+def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: float, timed: dict,
            prune_s: dict) -> dict:
-    """The refined model's prediction per engine, or none where a rate could not be measured; ``rates``
-    are (``alloc_copy_Bps``, ``pieces_read_Bps``), ``timed`` holds what the overhead runs timed
-    (``pass_s``, ``layout_s``, ``write_s``), ``prune_s`` each engine's deletion of an older checkpoint in the
-    save rounds (NaN: none timed)."""
-    alloc_Bps, pieces_Bps = rates
+    """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
+    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``,
+    ``fresh_copy_s``) and the load rounds' cold reads (``read_s``, ``pieces_read_s``, medians), ``prune_s``
+    each engine's deletion of an older checkpoint in the save rounds (NaN: none timed)."""
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
                              train_threads=torch.get_num_threads(),
                              alloc_copy_Bps=alloc_Bps if alloc_Bps == alloc_Bps else None, snapshot_s=snapshot_s,
                              layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                              prune_s={e: v for e, v in prune_s.items() if v == v},
-                             pieces_read_Bps=pieces_Bps if pieces_Bps == pieces_Bps else None)
+                             training_cache_write_s=timed["cache_write_s"], training_fresh_s=timed["fresh_copy_s"],
+                             read_s=timed["read_s"], pieces_read_s=timed["pieces_read_s"])
     except MlsysimError:
         return {}
 
@@ -582,13 +598,16 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
     """Overhead per checkpoint of each engine (see the module's text): paired runs on one trainer.
     Also the median stall per checkpoint in those runs, and what the model needs timed there:
     ``pass_s`` (the forward and backward), ``layout_s`` (this package's layout of the state, median of
-    three) and ``write_s`` (the write floor of the state's size after each pair, median)."""
+    three), and after each pair, the memory as the training left it, the page-cache write of the state's
+    size (``cache_write_s``), its copy into a new anonymous mapping (``fresh_copy_s``) and the write floor
+    (``write_s``), each the median."""
     checkpoints = (OVERHEAD_STEPS - 1) // OVERHEAD_EVERY
     trainer = TorchTrainer(cfg)
     trainer.step()                              # the optimizer's states exist from here on
     timed = {"pass_s": _pass_s(trainer), "layout_s": _layout_s(trainer.state())}
     floor = np.full(trainer.state_B, 7, dtype=np.uint8)
     scratch, writes = next(iter(folders.values())).with_name("floor-in-training.bin"), []
+    caches, fresh = [], []
     live, diffs, stalls = {}, {e: [] for e in engines}, {e: [] for e in engines}
     try:
         _open_engines(live, engines, folders, trainer.state())
@@ -598,12 +617,17 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
                 diffs[e].append((_timed_run(trainer, live[e], r * OVERHEAD_STEPS) - plain) / checkpoints)
                 stalls[e] += [rec.stall_s for rec in live[e].records[-checkpoints:]]
                 os.sync()
+                caches.append(cache_write_once(scratch, floor))     # where the training left the memory
+                fresh.append(fresh_mapping_copy_s(floor))
+                os.sync()
+                scratch.unlink()
                 writes.append(write_once(scratch, floor))
                 scratch.unlink()
     finally:
         for eng in live.values():
             eng.close()
-    timed["write_s"] = statistics.median(writes)
+    timed.update(write_s=statistics.median(writes), cache_write_s=statistics.median(caches),
+                 fresh_copy_s=statistics.median(fresh))
     return ({e: statistics.median(d) for e, d in diffs.items()},
             {e: statistics.median(v) for e, v in stalls.items()}, timed)
 
