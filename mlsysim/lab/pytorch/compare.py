@@ -57,8 +57,8 @@ adds each engine's own work to the floors, from rates measured in the same run: 
 write, the copy into new memory, the copy into the tensors a load allocates (``alloc_copy_Bps``), this
 package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), the cold read of a file tensor by tensor,
 and, where the memory state or the disk drifts, rates timed again in the same stretch of the run: the
-page-cache write and the copy into new memory after each overhead pair, the cold reads in each load round
-(in one call, and tensor by tensor, each tensor's archive from its end, as DCP's loader reads).
+page-cache write after each overhead pair, the cold reads tensor by tensor in each load round (front to
+back, and each tensor's archive from its end, as DCP's loader reads).
 The first, :func:`mlsysim.checkpoint`'s (measured floors as its memory
 and storage rates, see :mod:`mlsysim.lab.predict`), is kept as ``predicted``: the
 ``sync`` strategy for the engines that block until durable, ``async`` for those that
@@ -84,7 +84,7 @@ from ...errors import MlsysimError, UnknownNameError
 from ...measure import drop_page_cache
 from ...tables import Table
 from .. import store
-from ..floors import Floors, cache_write_once, fresh_mapping_copy_s, measure_floors, with_write_rounds, write_once
+from ..floors import Floors, cache_write_once, measure_floors, with_write_rounds, write_once
 from ..predict import machine_from, predict
 from .engines import ALL_ENGINES, load_latest, make, newest_path
 from .model import engines_model
@@ -161,7 +161,6 @@ class Comparison:
     layout_s: float = float("nan")          # this package's layout of the state, planned before its copy (L)
     training_write_s: float = float("nan")  # write + fsync of the state's size between the overhead runs (W_t)
     training_cache_write_s: float = float("nan")   # page-cache write of the state's size there (p_t, median)
-    training_fresh_copy_s: float = float("nan")    # copy into a new anonymous mapping there (F_t, median)
     read_rounds_s: tuple = ()               # cold read of the state's size in one call, once per load round
     pieces_rounds_s: tuple = ()             # the same tensor by tensor, each archive from its end (DCP's loads)
     terms_s: dict = field(default_factory=dict)   # the model's terms in seconds (see mlsysim.lab.pytorch.model)
@@ -199,7 +198,6 @@ class Comparison:
                 "pass_s": _or_none(self.pass_s), "alloc_copy_Bps": _or_none(self.alloc_copy_Bps),
                 "layout_s": _or_none(self.layout_s), "training_write_s": _or_none(self.training_write_s),
                 "training_cache_write_s": _or_none(self.training_cache_write_s),
-                "training_fresh_copy_s": _or_none(self.training_fresh_copy_s),
                 "read_rounds_s": list(self.read_rounds_s), "pieces_rounds_s": list(self.pieces_rounds_s),
                 "terms_s": dict(self.terms_s),
                 "engines": [r.to_dict(f) for r in self.runs]}
@@ -282,8 +280,8 @@ def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, floor: 
     """Each engine's load times over ``repeats`` rounds (see the module's text, 3.): in each round
     every engine loads once, in :func:`round_order`, its newest checkpoint's pages dropped from the page
     cache first; the previous load's result is held until this one has returned. Each round ends with
-    two cold reads of a file of the state's size, ``floor`` = (path, tensor sizes): in one call, and
-    tensor by tensor (:func:`cold_read_s`). Returns the load times and those reads. ``say`` is told."""
+    two cold reads of a file of the state's size, ``floor`` = (path, tensor sizes), tensor by tensor:
+    front to back, and each tensor from its end first (:func:`cold_read_s`). Returns the load times and those reads. ``say`` is told."""
     say("loading")
     path, sizes = floor
     times, reads = {e: [] for e in engines}, {"read_s": [], "pieces_read_s": []}
@@ -297,8 +295,8 @@ def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, floor: 
                 held = load_latest(e, folders[e], template=_template(e, cfg))   # the old one goes after
                 times[e].append(held.read_s)
             del held
-            reads["read_s"].append(cold_read_s(path, buf))
-            reads["pieces_read_s"].append(cold_read_s(path, buf, sizes))
+            reads["read_s"].append(cold_read_s(path, buf, sizes))
+            reads["pieces_read_s"].append(cold_read_s(path, buf, sizes, tail_first=True))
     finally:
         path.unlink(missing_ok=True)
     return times, reads
@@ -381,7 +379,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=timed["pass_s"],
                       alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
-                      training_cache_write_s=timed["cache_write_s"], training_fresh_copy_s=timed["fresh_copy_s"],
+                      training_cache_write_s=timed["cache_write_s"],
                       read_rounds_s=tuple(reads["read_s"]), pieces_rounds_s=tuple(reads["pieces_read_s"]),
                       terms_s=model.get("terms", {}))
 
@@ -497,13 +495,14 @@ def _tensor_sizes(state) -> list[int]:
     return [v.numel() * v.element_size() for _, v in _flat(state) if isinstance(v, torch.Tensor)]
 
 
-def cold_read_s(path: Path, buf: np.ndarray, sizes: list[int] | None = None, tail_B: int = 4096) -> float:
-    """Seconds to read ``path`` into ``buf`` (touched beforehand) with its pages dropped from the page
-    cache first: in one call (``sizes`` None), or tensor by tensor as DCP's loader reads, which stores
-    each tensor as an archive of its own (``torch.save``) whose directory lies at its end, so each piece
-    is read from its last ``tail_B`` bytes first, then from its start. A sequential read lets the kernel
-    read ahead of the reader; these jumps back restart it at every tensor."""
-    sizes = [buf.nbytes] if sizes is None else list(sizes)
+def cold_read_s(path: Path, buf: np.ndarray, sizes: list[int], tail_first: bool = False, tail_B: int = 4096) -> float:
+    """Seconds to read ``path`` into ``buf`` (touched beforehand) tensor by tensor, one read per size in
+    ``sizes``, with its pages dropped from the page cache first: front to back, as ``torch.load`` reads
+    a file's records and this package's loader its arrays, or with ``tail_first`` as DCP's loader reads,
+    which stores each tensor as an archive of its own (``torch.save``) whose directory lies at its end,
+    so each piece is read from its last ``tail_B`` bytes first, then from its start. A sequential read
+    lets the kernel read ahead of the reader; these jumps back restart it at every tensor."""
+    sizes = list(sizes)
     if not sizes or min(sizes) < 1 or sum(sizes) > buf.nbytes:
         raise MlsysimError(f"sizes must be tensor sizes of at least 1 B that fit the buffer, got {len(sizes)} sizes")
     view = memoryview(buf)
@@ -511,7 +510,7 @@ def cold_read_s(path: Path, buf: np.ndarray, sizes: list[int] | None = None, tai
     with open(path, "rb", buffering=0) as f:
         t0, at = time.perf_counter(), 0
         for n in sizes:
-            if len(sizes) > 1:
+            if tail_first:
                 os.pread(f.fileno(), min(tail_B, n), at + n - min(tail_B, n))
             f.seek(at)
             f.readinto(view[at:at + n])
@@ -522,8 +521,7 @@ def cold_read_s(path: Path, buf: np.ndarray, sizes: list[int] | None = None, tai
 def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: float, timed: dict,
            prune_s: dict) -> dict:
     """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
-    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``,
-    ``fresh_copy_s``) and the load rounds' cold reads (``read_s``, ``pieces_read_s``, medians), ``prune_s``
+    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``) and the load rounds' cold reads (``read_s``, ``pieces_read_s``, medians), ``prune_s``
     each engine's deletion of an older checkpoint in the save rounds (NaN: none timed)."""
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
@@ -531,7 +529,7 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
                              alloc_copy_Bps=alloc_Bps if alloc_Bps == alloc_Bps else None, snapshot_s=snapshot_s,
                              layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                              prune_s={e: v for e, v in prune_s.items() if v == v},
-                             training_cache_write_s=timed["cache_write_s"], training_fresh_s=timed["fresh_copy_s"],
+                             training_cache_write_s=timed["cache_write_s"],
                              read_s=timed["read_s"], pieces_read_s=timed["pieces_read_s"])
     except MlsysimError:
         return {}
@@ -599,15 +597,14 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
     Also the median stall per checkpoint in those runs, and what the model needs timed there:
     ``pass_s`` (the forward and backward), ``layout_s`` (this package's layout of the state, median of
     three), and after each pair, the memory as the training left it, the page-cache write of the state's
-    size (``cache_write_s``), its copy into a new anonymous mapping (``fresh_copy_s``) and the write floor
-    (``write_s``), each the median."""
+    size (``cache_write_s``) and the write floor (``write_s``), each the median."""
     checkpoints = (OVERHEAD_STEPS - 1) // OVERHEAD_EVERY
     trainer = TorchTrainer(cfg)
     trainer.step()                              # the optimizer's states exist from here on
     timed = {"pass_s": _pass_s(trainer), "layout_s": _layout_s(trainer.state())}
     floor = np.full(trainer.state_B, 7, dtype=np.uint8)
     scratch, writes = next(iter(folders.values())).with_name("floor-in-training.bin"), []
-    caches, fresh = [], []
+    caches = []
     live, diffs, stalls = {}, {e: [] for e in engines}, {e: [] for e in engines}
     try:
         _open_engines(live, engines, folders, trainer.state())
@@ -618,7 +615,6 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
                 stalls[e] += [rec.stall_s for rec in live[e].records[-checkpoints:]]
                 os.sync()
                 caches.append(cache_write_once(scratch, floor))     # where the training left the memory
-                fresh.append(fresh_mapping_copy_s(floor))
                 os.sync()
                 scratch.unlink()
                 writes.append(write_once(scratch, floor))
@@ -626,8 +622,7 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
     finally:
         for eng in live.values():
             eng.close()
-    timed.update(write_s=statistics.median(writes), cache_write_s=statistics.median(caches),
-                 fresh_copy_s=statistics.median(fresh))
+    timed.update(write_s=statistics.median(writes), cache_write_s=statistics.median(caches))
     return ({e: statistics.median(d) for e, d in diffs.items()},
             {e: statistics.median(v) for e, v in stalls.items()}, timed)
 

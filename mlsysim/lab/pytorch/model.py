@@ -11,7 +11,7 @@ engine                 stall (blocked)                        durable           
 ``torch.save``         S/t + S/q (in training p_t for S/q)    never                              R + A
 ``torch.save+fsync``   S/t + S/q + W (training: p_t)          = stall                            R + A
 ``dcp``                S/t + S/q + W (training: p_t)          = stall                            G + A + S/c
-``dcp-async``          S/F (in training F_t)                  S/F + S/t + S/q + W                G + A + S/c
+``dcp-async``          S/F                                    S/F + S/t + S/q + W                G + A + S/c
 ``sync``               max(S/k, W)                            = stall                            max(R, S/k) + A
 ``concurrent``         L + d                                  d + max(S/k, W)                    max(R, S/k) + A
 ``pipelined``          L + d; in training L + max(0, d − τ)   d + max(S/k, W)                    max(R, S/k) + A
@@ -25,10 +25,10 @@ into pages the cache just gave back (this package's writers keep at most 64 MiB 
 :func:`mlsysim.lab.store.write_chunks`), W the write + ``fsync`` of S as the disk ran between the
 saves (the median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
-``torch.save``), r a read from the device (the floor), R the cold read of S as the disk ran during the
-loads (the median of one per load round; S/r where not timed), G the same read tensor by tensor, each
-tensor's archive from its end, as DCP's loader reads (:func:`mlsysim.lab.pytorch.compare.cold_read_s`;
-R where not timed), τ the forward and backward pass that the pipelined copy hides behind, d the copy of the state itself into a ready buffer, one tensor after another (S/c where it
+``torch.save``), r a read from the device (the floor, in one call), R the cold read of S tensor by
+tensor, front to back, as ``torch.load`` and this package's loader read, as the disk ran during the loads
+(the median of one per load round; S/r where not timed), G the same with each tensor's archive read from
+its end first, as DCP's loader reads (:func:`mlsysim.lab.pytorch.compare.cold_read_s`; R where not timed), τ the forward and backward pass that the pipelined copy hides behind, d the copy of the state itself into a ready buffer, one tensor after another (S/c where it
 was not timed), L the layout of the state that this package's ``save`` plans before it copies (one walk
 over the tensors). This package's writers checksum in a second thread while they write (the longer of the
 two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader
@@ -47,11 +47,10 @@ for its staging copy and its write. In training a checkpoint follows seconds of 
 memory an older checkpoint's deletion freed may have gone back to the host. This package's writers reuse
 their own 64 MiB window either way.
 
-**In training the disk and the memory are timed again.** A shared disk drifts from minute to minute,
-and the memory a write or a new tensor takes is as the training left it: the figures measured in the
-overhead runs (the stall in training, the overhead) take W_t, the write + ``fsync`` of S, p_t, the
-page-cache write of S, and F_t, the copy of S into a new anonymous mapping, each timed after every pair
-of overhead runs (medians; S/p and S/F where not timed).
+**In training the disk and the page cache are timed again.** A shared disk drifts from minute to
+minute, and the memory a file's pages take is as the training left it: the figures measured in the
+overhead runs (the stall in training, the overhead) take W_t, the write + ``fsync`` of S, and p_t, the
+page-cache write of S, each timed after every pair of overhead runs (medians; S/p where not timed).
 
 **Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
 stall in training, plus the deletion of the older checkpoint (P, ``prune_s``, timed in the save rounds)
@@ -113,8 +112,7 @@ def _terms(f: Floors, torch_crc_Bps: float) -> dict:
 def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2, train_threads: int = 1,
                   alloc_copy_Bps: float | None = None, snapshot_s: float | None = None, layout_s: float = 0.0,
                   training_write_s: float | None = None, prune_s: dict | None = None,
-                  training_cache_write_s: float | None = None, training_fresh_s: float | None = None,
-                  read_s: float | None = None, pieces_read_s: float | None = None) -> dict:
+                  training_cache_write_s: float | None = None, read_s: float | None = None, pieces_read_s: float | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
@@ -126,8 +124,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     (d; None: S/c), ``layout_s`` the layout planned before it (L), ``training_write_s`` the write +
     ``fsync`` timed between the overhead runs (W_t; None: W), ``prune_s`` the deletion of an older
     checkpoint per engine, as the save rounds timed it (P; an engine not named: 0),
-    ``training_cache_write_s`` and ``training_fresh_s`` the page-cache write and the copy into a new mapping
-    timed between the overhead runs (p_t, F_t; None: S/p, S/F), ``read_s`` and ``pieces_read_s`` the cold
+    ``training_cache_write_s`` the page-cache write timed between the overhead runs (p_t; None: S/p), ``read_s`` and ``pieces_read_s`` the cold
     reads timed in the load rounds (R, G; None: S/r, R)."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
@@ -144,7 +141,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     if alloc_copy_Bps is not None and not (alloc_copy_Bps > 0):
         raise MlsysimError(f"alloc_copy_Bps must be a measured rate > 0 B/s, got {alloc_copy_Bps!r}")
     for name, v in (("snapshot_s", snapshot_s), ("training_write_s", training_write_s),
-                    ("training_cache_write_s", training_cache_write_s), ("training_fresh_s", training_fresh_s),
+                    ("training_cache_write_s", training_cache_write_s),
                     ("read_s", read_s), ("pieces_read_s", pieces_read_s)):
         if v is not None and not (0 < v < math.inf):
             raise MlsysimError(f"{name} must be a measured time > 0 s, got {v!r}")
@@ -161,7 +158,6 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     if alloc_copy_Bps is not None:
         x["u"] = f.size_B / alloc_copy_Bps
     x["p_t"] = x["p"] if training_cache_write_s is None else training_cache_write_s
-    x["F_t"] = x["F"] if training_fresh_s is None else training_fresh_s
     x["R"] = x["r"] if read_s is None else read_s
     x["G"] = x["R"] if pieces_read_s is None else pieces_read_s
     faults = max(0.0, x.get("u", x["F"]) - x["c"])     # A: the loaders' new tensors beyond a copy
@@ -182,7 +178,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     share = 0.0 if train_threads < cores else 1.0 / cores     # of the work beside, what the training pays
     out = {}
     in_training = {"torch.save": torch_write, "torch.save+fsync": torch_write + x["W_t"],
-                   "dcp": torch_write + x["W_t"], "dcp-async": x["F_t"], "sync": max(x["k"], x["W_t"]),
+                   "dcp": torch_write + x["W_t"], "sync": max(x["k"], x["W_t"]),
                    "pipelined": x["L"] + max(0.0, x["d"] - pass_s)}
     for e, (stall, durable, load, beside) in table.items():
         training, deletion = in_training.get(e, stall), prune.get(e, 0.0)
@@ -208,7 +204,6 @@ def remodel(record: dict) -> dict:
                           alloc_copy_Bps=record.get("alloc_copy_Bps"), snapshot_s=record.get("snapshot_copy_s"),
                           layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"),
                           prune_s=prune, training_cache_write_s=record.get("training_cache_write_s"),
-                          training_fresh_s=record.get("training_fresh_copy_s"),
                           read_s=_median_or_none(record.get("read_rounds_s")),
                           pieces_read_s=_median_or_none(record.get("pieces_rounds_s")))
     engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
