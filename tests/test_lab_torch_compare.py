@@ -114,7 +114,8 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0
     assert d["training_cache_write_s"] > 0
     assert len(d["read_rounds_s"]) == len(d["pieces_rounds_s"]) == LOAD_ROUNDS * small.repeats
-    assert d["terms_s"]["G"] == statistics.median(d["pieces_rounds_s"]) and d["terms_s"]["p_t"] == d["training_cache_write_s"]
+    assert d["terms_s"]["G"] == statistics.median(d["pieces_rounds_s"])
+    assert d["terms_s"]["p_t"] == d["training_cache_write_s"]
     for r in d["engines"]:                 # the refined model beside every measured figure
         assert r["training_stall_s"] >= 0 and r["overhead_s"] is not None
         assert set(r["model"]) == {"stall_s", "durable_s", "load_s", "training_stall_s", "overhead_s"}

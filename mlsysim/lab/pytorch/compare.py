@@ -281,7 +281,8 @@ def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, floor: 
     every engine loads once, in :func:`round_order`, its newest checkpoint's pages dropped from the page
     cache first; the previous load's result is held until this one has returned. Each round ends with
     two cold reads of a file of the state's size, ``floor`` = (path, tensor sizes), tensor by tensor:
-    front to back, and each tensor from its end first (:func:`cold_read_s`). Returns the load times and those reads. ``say`` is told."""
+    front to back, and each tensor from its end first (:func:`cold_read_s`). Returns the load times and
+    those reads. ``say`` is told."""
     say("loading")
     path, sizes = floor
     times, reads = {e: [] for e in engines}, {"read_s": [], "pieces_read_s": []}
@@ -521,8 +522,10 @@ def cold_read_s(path: Path, buf: np.ndarray, sizes: list[int], tail_first: bool 
 def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: float, timed: dict,
            prune_s: dict) -> dict:
     """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
-    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``) and the load rounds' cold reads (``read_s``, ``pieces_read_s``, medians), ``prune_s``
-    each engine's deletion of an older checkpoint in the save rounds (NaN: none timed)."""
+    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``) and the
+    load rounds' cold read tensor by tensor as DCP reads (``pieces_read_s``, the median; the front-to-back
+    read, ``read_s``, is recorded beside it and the loads keep the read floor), ``prune_s`` each engine's deletion of
+    an older checkpoint in the save rounds (NaN: none timed)."""
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
                              train_threads=torch.get_num_threads(),
@@ -530,7 +533,7 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
                              layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                              prune_s={e: v for e, v in prune_s.items() if v == v},
                              training_cache_write_s=timed["cache_write_s"],
-                             read_s=timed["read_s"], pieces_read_s=timed["pieces_read_s"])
+                             pieces_read_s=timed["pieces_read_s"])
     except MlsysimError:
         return {}
 

@@ -27,11 +27,13 @@ saves (the median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_writ
 t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
 ``torch.save``), r a read from the device (the floor, in one call), R the cold read of S tensor by
 tensor, front to back, as ``torch.load`` and this package's loader read, as the disk ran during the loads
-(the median of one per load round; S/r where not timed), G the same with each tensor's archive read from
-its end first, as DCP's loader reads (:func:`mlsysim.lab.pytorch.compare.cold_read_s`; R where not timed), τ the forward and backward pass that the pipelined copy hides behind, d the copy of the state itself into a ready buffer, one tensor after another (S/c where it
-was not timed), L the layout of the state that this package's ``save`` plans before it copies (one walk
-over the tensors). This package's writers checksum in a second thread while they write (the longer of the
-two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader
+(the median of one per load round; S/r where not timed: :func:`~mlsysim.lab.pytorch.compare.compare`
+records it beside the loads but predicts them with r), G the same with each tensor's archive read from
+its end first, as DCP's loader reads (:func:`mlsysim.lab.pytorch.compare.cold_read_s`; R where not
+timed), τ the forward and backward pass that the pipelined copy hides behind, d the copy of the state
+itself into a ready buffer, one tensor after another (S/c where it was not timed), L the layout of the
+state that this package's ``save`` plans before it copies (one walk over the tensors). This package's
+writers checksum in a second thread while they write (the longer of the two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader
 into memory of each large array's own, as ``torch.load`` does), and pay what that memory costs beyond a
 copy into touched memory: A = S/u − S/c, u the copy of the state into new tensors while the previous
 copy is still held (:func:`mlsysim.lab.pytorch.compare.alloc_copy_Bps`: the allocator hands back what
@@ -112,7 +114,8 @@ def _terms(f: Floors, torch_crc_Bps: float) -> dict:
 def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2, train_threads: int = 1,
                   alloc_copy_Bps: float | None = None, snapshot_s: float | None = None, layout_s: float = 0.0,
                   training_write_s: float | None = None, prune_s: dict | None = None,
-                  training_cache_write_s: float | None = None, read_s: float | None = None, pieces_read_s: float | None = None) -> dict:
+                  training_cache_write_s: float | None = None, read_s: float | None = None,
+                  pieces_read_s: float | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
@@ -124,8 +127,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     (d; None: S/c), ``layout_s`` the layout planned before it (L), ``training_write_s`` the write +
     ``fsync`` timed between the overhead runs (W_t; None: W), ``prune_s`` the deletion of an older
     checkpoint per engine, as the save rounds timed it (P; an engine not named: 0),
-    ``training_cache_write_s`` the page-cache write timed between the overhead runs (p_t; None: S/p), ``read_s`` and ``pieces_read_s`` the cold
-    reads timed in the load rounds (R, G; None: S/r, R)."""
+    ``training_cache_write_s`` the page-cache write timed between the overhead runs (p_t; None: S/p),
+    ``read_s`` and ``pieces_read_s`` the cold reads timed in the load rounds (R, G; None: S/r, R)."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
              "cache_rewrite_Bps": f.cache_rewrite_Bps,
@@ -204,7 +207,6 @@ def remodel(record: dict) -> dict:
                           alloc_copy_Bps=record.get("alloc_copy_Bps"), snapshot_s=record.get("snapshot_copy_s"),
                           layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"),
                           prune_s=prune, training_cache_write_s=record.get("training_cache_write_s"),
-                          read_s=_median_or_none(record.get("read_rounds_s")),
                           pieces_read_s=_median_or_none(record.get("pieces_rounds_s")))
     engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
     return {**record, "engines": engines, "terms_s": model["terms"]}
