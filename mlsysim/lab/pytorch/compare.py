@@ -18,8 +18,8 @@ there; the overhead runs (2.) train beside it:
    (:func:`prepare_memory`). On a virtual machine a write into the page cache is fast into pages a
    deletion has just freed and several times slower into memory the host took back; without this the
    state would depend on which engine went before (one that keeps its files cached frees a file's
-   worth when it deletes its older checkpoint, one that writes past the cache frees none). One protocol for every
-   engine, ours and PyTorch's: stall (blocked) = the time ``save`` held the caller; durable = the
+   worth when it deletes its older checkpoint, one that writes past the cache frees none). One
+   protocol for every engine, ours and PyTorch's: stall (blocked) = the time ``save`` held the caller; durable = the
    time until the data and the commit were on disk (NaN for plain ``torch.save``, which never is);
    deleting the checkpoints older than the newest two runs after both and is timed on its own
    (prune). Medians over the rounds.
@@ -55,10 +55,10 @@ there; the overhead runs (2.) train beside it:
 Two predictions stand beside each engine. The refined one (``model``, :mod:`mlsysim.lab.pytorch.model`)
 adds each engine's own work to the floors, from rates measured in the same run: the page-cache
 write, the copy into new memory, the copy into the tensors a load allocates (``alloc_copy_Bps``), this
-package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), the cold read of a file tensor by tensor,
-and, where the memory state or the disk drifts, rates timed again in the same stretch of the run: the
-page-cache write after each overhead pair, the cold reads tensor by tensor in each load round (front to
-back, and each tensor's archive from its end, as DCP's loader reads).
+package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), and, where the memory state or the disk
+drifts, rates timed again in the same stretch of the run: the page-cache write after each overhead pair,
+the cold reads tensor by tensor in each load round (front to back, and each tensor's archive from its
+end, as DCP's loader reads).
 The first, :func:`mlsysim.checkpoint`'s (measured floors as its memory
 and storage rates, see :mod:`mlsysim.lab.predict`), is kept as ``predicted``: the
 ``sync`` strategy for the engines that block until durable, ``async`` for those that
@@ -161,7 +161,7 @@ class Comparison:
     layout_s: float = float("nan")          # this package's layout of the state, planned before its copy (L)
     training_write_s: float = float("nan")  # write + fsync of the state's size between the overhead runs (W_t)
     training_cache_write_s: float = float("nan")   # page-cache write of the state's size there (p_t, median)
-    read_rounds_s: tuple = ()               # cold read of the state's size in one call, once per load round
+    read_rounds_s: tuple = ()               # cold read of the state's size tensor by tensor, once per load round
     pieces_rounds_s: tuple = ()             # the same tensor by tensor, each archive from its end (DCP's loads)
     terms_s: dict = field(default_factory=dict)   # the model's terms in seconds (see mlsysim.lab.pytorch.model)
 
@@ -496,7 +496,8 @@ def _tensor_sizes(state) -> list[int]:
     return [v.numel() * v.element_size() for _, v in _flat(state) if isinstance(v, torch.Tensor)]
 
 
-def cold_read_s(path: Path, buf: np.ndarray, sizes: list[int], tail_first: bool = False, tail_B: int = 4096) -> float:
+def cold_read_s(path: Path, buf: np.ndarray, sizes: list[int], tail_first: bool = False,
+                tail_B: int = 4096) -> float:
     """Seconds to read ``path`` into ``buf`` (touched beforehand) tensor by tensor, one read per size in
     ``sizes``, with its pages dropped from the page cache first: front to back, as ``torch.load`` reads
     a file's records and this package's loader its arrays, or with ``tail_first`` as DCP's loader reads,
@@ -505,7 +506,8 @@ def cold_read_s(path: Path, buf: np.ndarray, sizes: list[int], tail_first: bool 
     lets the kernel read ahead of the reader; these jumps back restart it at every tensor."""
     sizes = list(sizes)
     if not sizes or min(sizes) < 1 or sum(sizes) > buf.nbytes:
-        raise MlsysimError(f"sizes must be tensor sizes of at least 1 B that fit the buffer, got {len(sizes)} sizes")
+        raise MlsysimError(f"sizes must be tensor sizes of at least 1 B that fit the buffer, "
+                           f"got {len(sizes)} sizes")
     view = memoryview(buf)
     drop_page_cache(path)
     with open(path, "rb", buffering=0) as f:
@@ -524,8 +526,8 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
     """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
     holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``) and the
     load rounds' cold read tensor by tensor as DCP reads (``pieces_read_s``, the median; the front-to-back
-    read, ``read_s``, is recorded beside it and the loads keep the read floor), ``prune_s`` each engine's deletion of
-    an older checkpoint in the save rounds (NaN: none timed)."""
+    read, ``read_s``, is recorded beside it and the loads keep the read floor), ``prune_s`` each engine's
+    deletion of an older checkpoint in the save rounds (NaN: none timed)."""
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
                              train_threads=torch.get_num_threads(),

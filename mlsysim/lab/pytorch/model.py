@@ -17,29 +17,29 @@ engine                 stall (blocked)                        durable           
 ``pipelined``          L + d; in training L + max(0, d − τ)   d + max(S/k, W)                    max(R, S/k) + A
 =====================  =====================================  =================================  ==================
 
-c memory copy into touched memory, f copy into memory allocated just before by NumPy (page faults
-included, huge pages where Linux gives them), F the same into an anonymous mapping, as PyTorch
-allocates its tensors (4 KB pages unless transparent huge pages are ``always`` on),
-p write into the page cache (pages new to it, as a file that stays cached takes them), q the same
-into pages the cache just gave back (this package's writers keep at most 64 MiB of a file cached:
-:func:`mlsysim.lab.store.write_chunks`), W the write + ``fsync`` of S as the disk ran between the
-saves (the median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32,
-t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each tensor with
-``torch.save``), r a read from the device (the floor, in one call), R the cold read of S tensor by
-tensor, front to back, as ``torch.load`` and this package's loader read, as the disk ran during the loads
-(the median of one per load round; S/r where not timed: :func:`~mlsysim.lab.pytorch.compare.compare`
-records it beside the loads but predicts them with r), G the same with each tensor's archive read from
-its end first, as DCP's loader reads (:func:`mlsysim.lab.pytorch.compare.cold_read_s`; R where not
-timed), τ the forward and backward pass that the pipelined copy hides behind, d the copy of the state
-itself into a ready buffer, one tensor after another (S/c where it was not timed), L the layout of the
-state that this package's ``save`` plans before it copies (one walk over the tensors). This package's
-writers checksum in a second thread while they write (the longer of the two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader
-into memory of each large array's own, as ``torch.load`` does), and pay what that memory costs beyond a
-copy into touched memory: A = S/u − S/c, u the copy of the state into new tensors while the previous
-copy is still held (:func:`mlsysim.lab.pytorch.compare.alloc_copy_Bps`: the allocator hands back what
-an earlier load freed, as the loads of a run follow one another). Without u, A = S/F − S/c (every page
-new). DCP then copies into the state it loads in place (c); this package's loader checksums while it
-reads, in a second thread (the longer of the two).
+c memory copy into touched memory, f copy into memory allocated just before by NumPy (page faults included,
+huge pages where Linux gives them), F the same into an anonymous mapping, as PyTorch allocates its tensors (4
+KB pages unless transparent huge pages are ``always`` on), p write into the page cache (pages new to it, as a
+file that stays cached takes them), q the same into pages the cache just gave back (this package's writers
+keep at most 64 MiB of a file cached: :func:`mlsysim.lab.store.write_chunks`), W the write + ``fsync`` of S as
+the disk ran between the saves (the median of its timings,
+:attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32, t the CRC-32 that
+``torch.save``'s zip writer computes for every record (DCP writes each tensor with ``torch.save``), r a read
+from the device (the floor, in one call), R the cold read of S tensor by tensor, front to back, as
+``torch.load`` and this package's loader read, as the disk ran during the loads (the median of one per load
+round; S/r where not timed: :func:`~mlsysim.lab.pytorch.compare.compare` records it beside the loads but
+predicts them with r), G the same with each tensor's archive read from its end first, as DCP's loader reads
+(:func:`mlsysim.lab.pytorch.compare.cold_read_s`; R where not timed), τ the forward and backward pass that the
+pipelined copy hides behind, d the copy of the state itself into a ready buffer, one tensor after another (S/c
+where it was not timed), L the layout of the state that this package's ``save`` plans before it copies (one
+walk over the tensors). This package's writers checksum in a second thread while they write (the longer of the
+two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader into
+memory of each large array's own, as ``torch.load`` does), and pay what that memory costs beyond a copy into
+touched memory: A = S/u − S/c, u the copy of the state into new tensors while the previous copy is still held
+(:func:`mlsysim.lab.pytorch.compare.alloc_copy_Bps`: the allocator hands back what an earlier load freed, as
+the loads of a run follow one another). Without u, A = S/F − S/c (every page new). DCP then copies into the
+state it loads in place (c); this package's loader checksums while it reads, in a second thread (the longer of
+the two).
 
 **Which pages the page cache takes.** In the rounds of the comparison every save starts from the
 same state: two files of the state's size written into the page cache and deleted just before
