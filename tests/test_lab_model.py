@@ -55,7 +55,7 @@ def test_each_engine_adds_its_own_work_to_the_floors():
     assert u["dcp"]["load_s"] == pytest.approx(1.0 + 0.2 + 0.2)
     with pytest.raises(MlsysimError, match="alloc_copy_Bps must be a measured rate"):
         engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, alloc_copy_Bps=0.0)
-    # the cold reads as the load rounds timed them: 1.2 s in one call, 1.5 s tensor by tensor (DCP's loader)
+    # the cold reads as the load rounds time them: 1.2 s front to back, 1.5 s each archive from its end (DCP's)
     g = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, read_s=1.2, pieces_read_s=1.5)
     assert g["dcp"]["load_s"] == pytest.approx(1.5 + 0.6 + 0.2) == g["dcp-async"]["load_s"]
     assert g["torch.save"]["load_s"] == pytest.approx(1.2 + 0.6) == g["sync"]["load_s"]

@@ -57,8 +57,8 @@ adds each engine's own work to the floors, from rates measured in the same run: 
 write, the copy into new memory, the copy into the tensors a load allocates (``alloc_copy_Bps``), this
 package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), and, where the memory state or the disk
 drifts, rates timed again in the same stretch of the run: the page-cache write after each overhead pair,
-the cold reads tensor by tensor in each load round (front to back, and each tensor's archive from its
-end, as DCP's loader reads).
+the cold read tensor by tensor in each load round, each tensor's archive from its end, as DCP's loader
+reads (the same read front to back is recorded beside it; the other loads keep the read floor).
 The first, :func:`mlsysim.checkpoint`'s (measured floors as its memory
 and storage rates, see :mod:`mlsysim.lab.predict`), is kept as ``predicted``: the
 ``sync`` strategy for the engines that block until durable, ``async`` for those that
