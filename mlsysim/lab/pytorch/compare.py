@@ -279,8 +279,8 @@ def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, floor: 
                  say=lambda message: None) -> tuple[dict, dict]:
     """Each engine's load times over ``repeats`` rounds (see the module's text, 3.): in each round
     every engine loads once, in :func:`round_order`, its newest checkpoint's pages dropped from the page
-    cache first; the previous load's result is held until this one has returned. Each round ends with
-    two cold reads of a file of the state's size, ``floor`` = (path, tensor sizes), tensor by tensor:
+    cache first; the previous load's result is held until this one has returned, across rounds too.
+    Each round ends, beside the last result, with two cold reads of a file of the state's size, ``floor`` = (path, tensor sizes), tensor by tensor:
     front to back, and each tensor from its end first (:func:`cold_read_s`). Returns the load times and
     those reads. ``say`` is told."""
     say("loading")
@@ -288,6 +288,7 @@ def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, floor: 
     times, reads = {e: [] for e in engines}, {"read_s": [], "pieces_read_s": []}
     buf = np.full(sum(sizes), 7, dtype=np.uint8)
     write_once(path, buf)
+    held = None                    # every load and read, the first round's first load aside, runs beside one result
     try:
         for k in range(repeats):
             for e in round_order(engines, k):
@@ -295,10 +296,10 @@ def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, floor: 
                     drop_page_cache(p)
                 held = load_latest(e, folders[e], template=_template(e, cfg))   # the old one goes after
                 times[e].append(held.read_s)
-            del held
             reads["read_s"].append(cold_read_s(path, buf, sizes))
             reads["pieces_read_s"].append(cold_read_s(path, buf, sizes, tail_first=True))
     finally:
+        del held
         path.unlink(missing_ok=True)
     return times, reads
 
