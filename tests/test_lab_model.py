@@ -16,8 +16,7 @@ def test_terms_are_seconds_for_the_floors_size():
     x = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0)["terms"]
     assert x == pytest.approx({"c": 0.2, "f": 0.4, "F": 0.8, "p": 0.5, "q": 0.25, "W": 2.35, "k": 0.1, "t": 0.5,
                                "r": 1.0, "d": 0.2, "L": 0.0, "W_t": 2.35, "p_t": 0.5, "R": 1.0,
-                               "G": 1.0, "d_p": 0.2})   # d = S/c, W_t = W, p_t = p, R = r, G = R, d_p = d
-                                                        # where not timed
+                               "G": 1.0})   # d = S/c, W_t = W, p_t = p, R = r, G = R where not timed
     assert F.typical_write_s == pytest.approx(2.35)      # the median of the four rounds, not the best
 
 
@@ -31,17 +30,6 @@ def test_the_snapshot_the_layout_and_the_disk_in_training_as_timed():
     for bad in (dict(snapshot_s=0.0), dict(training_write_s=float("nan")), dict(layout_s=-1.0)):
         with pytest.raises(MlsysimError, match=next(iter(bad))):
             engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, **bad)
-
-
-def test_the_rounds_snapshot_after_the_memory_preparation_sets_the_rounds_figures_only():
-    e = engines_model(F, torch_crc_Bps=4e9, pass_s=0.1, snapshot_s=0.3, layout_s=0.02, rounds_snapshot_s=0.5)
-    assert e["terms"]["d_p"] == 0.5 and e["terms"]["d"] == 0.3
-    assert e["concurrent"]["stall_s"] == pytest.approx(0.52) == e["pipelined"]["stall_s"]      # L + d_p
-    assert e["concurrent"]["durable_s"] == pytest.approx(0.5 + 2.35) == e["pipelined"]["durable_s"]
-    assert e["concurrent"]["training_stall_s"] == pytest.approx(0.32)                        # L + d in training
-    assert e["pipelined"]["training_stall_s"] == pytest.approx(0.02 + 0.3 - 0.1)             # L + d - tau
-    with pytest.raises(MlsysimError, match="rounds_snapshot_s"):
-        engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, rounds_snapshot_s=math.inf)
 
 
 def test_each_engine_adds_its_own_work_to_the_floors():

@@ -163,7 +163,6 @@ class Comparison:
     training_cache_write_s: float = float("nan")   # page-cache write of the state's size there (p_t, median)
     read_rounds_s: tuple = ()               # cold read of the state's size tensor by tensor, once per load round
     pieces_rounds_s: tuple = ()             # the same tensor by tensor, each archive from its end (DCP's loads)
-    snapshot_rounds_s: tuple = ()           # the snapshot copy once per save round, after the preparation (d_p)
     terms_s: dict = field(default_factory=dict)   # the model's terms in seconds (see mlsysim.lab.pytorch.model)
 
     def run(self, engine: str) -> EngineRun:
@@ -200,7 +199,6 @@ class Comparison:
                 "layout_s": _or_none(self.layout_s), "training_write_s": _or_none(self.training_write_s),
                 "training_cache_write_s": _or_none(self.training_cache_write_s),
                 "read_rounds_s": list(self.read_rounds_s), "pieces_rounds_s": list(self.pieces_rounds_s),
-                "snapshot_rounds_s": list(self.snapshot_rounds_s),
                 "terms_s": dict(self.terms_s),
                 "engines": [r.to_dict(f) for r in self.runs]}
 
@@ -282,9 +280,9 @@ def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, floor: 
     """Each engine's load times over ``repeats`` rounds (see the module's text, 3.): in each round
     every engine loads once, in :func:`round_order`, its newest checkpoint's pages dropped from the page
     cache first; the previous load's result is held until this one has returned, across rounds too.
-    Each round ends, beside the last result, with two cold reads of a file of the state's size,
-    ``floor`` = (path, tensor sizes), tensor by tensor: front to back, and each tensor from its end first
-    (:func:`cold_read_s`). Returns the load times and those reads. ``say`` is told."""
+    Each round ends, beside the last result, with two cold reads of a file of the state's size, ``floor`` = (path, tensor sizes), tensor by tensor:
+    front to back, and each tensor from its end first (:func:`cold_read_s`). Returns the load times and
+    those reads. ``say`` is told."""
     say("loading")
     path, sizes = floor
     times, reads = {e: [] for e in engines}, {"read_s": [], "pieces_read_s": []}
@@ -357,8 +355,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         snapshot_s, tensors = _snapshot_copy(state, repeats)
         torch_crc = torch_crc_Bps(repeats)
         alloc_Bps = alloc_copy_Bps(state, repeats)
-        records, floor_rounds, copy_rounds = _save_rounds(engines, folders, state, repeats,
-                                                          (root / "floor.bin", state_B), say)
+        records, floor_rounds = _save_rounds(engines, folders, state, repeats, (root / "floor.bin", state_B), say)
         floors = with_write_rounds(floors, floor_rounds)
         machine = machine_from(floors.copy_Bps, floors.write_Bps, floors.read_cold_Bps)
         pred = predict(state_B, machine, interval_s=1e6)
@@ -370,7 +367,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             min(repeats, OVERHEAD_ROUNDS))
         loads, reads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats,
                                     (root / "read-floor.bin", _tensor_sizes(state)), say)
-        timed.update({k: statistics.median(v) for k, v in reads.items()}, snapshot_s=statistics.median(copy_rounds))
+        timed.update({k: statistics.median(v) for k, v in reads.items()})
         model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed,
                        {e: _median_known(r.prune_s for r in records[e]) for e in engines})
         runs = []
@@ -386,7 +383,6 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
                       alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                       training_cache_write_s=timed["cache_write_s"],
                       read_rounds_s=tuple(reads["read_s"]), pieces_rounds_s=tuple(reads["pieces_read_s"]),
-                      snapshot_rounds_s=tuple(copy_rounds),
                       terms_s=model.get("terms", {}))
 
 
@@ -413,18 +409,15 @@ def _empty_folders(root: Path, engines) -> dict:
     return folders
 
 
-def _save_rounds(engines, folders: dict, state, repeats: int, floor: tuple, say) -> tuple[dict, list, list]:
+def _save_rounds(engines, folders: dict, state, repeats: int, floor: tuple, say) -> tuple[dict, list]:
     """The save rounds (see the module's text, 1.): one untimed warm-up, then ``repeats`` rounds in
     :func:`round_order`, each save waited for and the dirty pages flushed, each round ended by a timing
-    of the write floor, ``floor`` = (path, bytes), and one of the snapshot copy into a buffer touched
-    beforehand (:func:`_snapshot_copy`'s copy); before each save and each of those timings,
-    :func:`prepare_memory`. Returns each engine's timed save records, the floor's and the copy's timings."""
+    of the write floor, ``floor`` = (path, bytes); before each save and each floor timing,
+    :func:`prepare_memory`. Returns each engine's timed save records and those timings."""
     (floor_path, floor_B), live = floor, {}
-    lay = store.layout(state, 0)
-    spare = np.zeros(lay.size_B, dtype=np.uint8)      # touched: the engines' buffers are, before their saves
     try:
         _open_engines(live, engines, folders, state)
-        floor_data, floor_rounds, copy_rounds = np.full(floor_B, 7, dtype=np.uint8), [], []
+        floor_data, floor_rounds = np.full(floor_B, 7, dtype=np.uint8), []
         for k in range(repeats + 1):            # k = 0: the untimed warm-up
             say(f"round {k} of {repeats}" if k else "warm-up saves")
             for e in round_order(engines, k):
@@ -436,11 +429,7 @@ def _save_rounds(engines, folders: dict, state, repeats: int, floor: tuple, say)
                 prepare_memory(floor_path.parent, floor_data)
                 floor_rounds.append(write_once(floor_path, floor_data))
                 floor_path.unlink()
-                prepare_memory(floor_path.parent, floor_data)
-                t0 = time.perf_counter()
-                store.fill(spare, lay)
-                copy_rounds.append(time.perf_counter() - t0)
-        return {e: live[e].summary()[1:] for e in engines}, floor_rounds, copy_rounds
+        return {e: live[e].summary()[1:] for e in engines}, floor_rounds
     finally:
         for eng in live.values():
             eng.close()
@@ -538,8 +527,7 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
     """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
     holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``) and the
     load rounds' cold read tensor by tensor as DCP reads (``pieces_read_s``, the median; the front-to-back
-    read, ``read_s``, is recorded beside it and the loads keep the read floor), the save rounds' snapshot
-    copy after the memory preparation (``snapshot_s``, the median), ``prune_s`` each engine's
+    read, ``read_s``, is recorded beside it and the loads keep the read floor), ``prune_s`` each engine's
     deletion of an older checkpoint in the save rounds (NaN: none timed)."""
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
@@ -548,7 +536,7 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
                              layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                              prune_s={e: v for e, v in prune_s.items() if v == v},
                              training_cache_write_s=timed["cache_write_s"],
-                             pieces_read_s=timed["pieces_read_s"], rounds_snapshot_s=timed["snapshot_s"])
+                             pieces_read_s=timed["pieces_read_s"])
     except MlsysimError:
         return {}
 

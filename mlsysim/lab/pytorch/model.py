@@ -13,8 +13,8 @@ engine                 stall (blocked)                        durable           
 ``dcp``                S/t + S/q + W (training: p_t)          = stall                            G + A + S/c
 ``dcp-async``          S/F                                    S/F + S/t + S/q + W                G + A + S/c
 ``sync``               max(S/k, W)                            = stall                            max(R, S/k) + A
-``concurrent``         L + d_p; training: L + d               d_p + max(S/k, W)                  max(R, S/k) + A
-``pipelined``          L + d_p; training: L + max(0, d − τ)   d_p + max(S/k, W)                  max(R, S/k) + A
+``concurrent``         L + d                                  d + max(S/k, W)                    max(R, S/k) + A
+``pipelined``          L + d; in training L + max(0, d − τ)   d + max(S/k, W)                    max(R, S/k) + A
 =====================  =====================================  =================================  ==================
 
 c memory copy into touched memory, f copy into memory allocated just before by NumPy (page faults included,
@@ -31,10 +31,9 @@ round; S/r where not timed: :func:`~mlsysim.lab.pytorch.compare.compare` records
 predicts them with r), G the same with each tensor's archive read from its end first, as DCP's loader reads
 (:func:`mlsysim.lab.pytorch.compare.cold_read_s`; R where not timed), τ the forward and backward pass that the
 pipelined copy hides behind, d the copy of the state itself into a ready buffer, one tensor after another (S/c
-where it was not timed), d_p the same copy timed once per save round right after the memory preparation
-below, as each save in the rounds starts (the median; d where not timed), L the layout of the state that this
-package's ``save`` plans before it copies (one walk over the tensors). This package's writers checksum in a
-second thread while they write (the longer of the two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader into
+where it was not timed), L the layout of the state that this package's ``save`` plans before it copies (one
+walk over the tensors). This package's writers checksum in a second thread while they write (the longer of the
+two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader into
 memory of each large array's own, as ``torch.load`` does), and pay what that memory costs beyond a copy into
 touched memory: A = S/u − S/c, u the copy of the state into new tensors while the previous copy is still held
 (:func:`mlsysim.lab.pytorch.compare.alloc_copy_Bps`: the allocator hands back what an earlier load freed, as
@@ -116,7 +115,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                   alloc_copy_Bps: float | None = None, snapshot_s: float | None = None, layout_s: float = 0.0,
                   training_write_s: float | None = None, prune_s: dict | None = None,
                   training_cache_write_s: float | None = None, read_s: float | None = None,
-                  pieces_read_s: float | None = None, rounds_snapshot_s: float | None = None) -> dict:
+                  pieces_read_s: float | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
@@ -129,8 +128,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     ``fsync`` timed between the overhead runs (W_t; None: W), ``prune_s`` the deletion of an older
     checkpoint per engine, as the save rounds timed it (P; an engine not named: 0),
     ``training_cache_write_s`` the page-cache write timed between the overhead runs (p_t; None: S/p),
-    ``read_s`` and ``pieces_read_s`` the cold reads timed in the load rounds (R, G; None: S/r, R),
-    ``rounds_snapshot_s`` the snapshot copy timed in the save rounds (d_p; None: d)."""
+    ``read_s`` and ``pieces_read_s`` the cold reads timed in the load rounds (R, G; None: S/r, R)."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
              "cache_rewrite_Bps": f.cache_rewrite_Bps,
@@ -138,9 +136,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     for name, v in rates.items():
         if not (v > 0):                   # NaN too: a rate the floors did not measure
             raise MlsysimError(f"{name} must be a measured rate > 0 B/s to predict the engines, got {v!r}")
-    for name, v in (("pass_s", pass_s), ("layout_s", layout_s)):
-        if not (0 <= v < math.inf):
-            raise MlsysimError(f"{name} must be a finite time >= 0 s, got {v!r}")
+    if not (0 <= pass_s < math.inf):
+        raise MlsysimError(f"pass_s must be a finite time >= 0 s, got {pass_s!r}")
     for name, v in (("cores", cores), ("train_threads", train_threads)):
         if type(v) is not int or v < 1:
             raise MlsysimError(f"{name} must be a positive integer, got {v!r}")
@@ -148,16 +145,17 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
         raise MlsysimError(f"alloc_copy_Bps must be a measured rate > 0 B/s, got {alloc_copy_Bps!r}")
     for name, v in (("snapshot_s", snapshot_s), ("training_write_s", training_write_s),
                     ("training_cache_write_s", training_cache_write_s),
-                    ("read_s", read_s), ("pieces_read_s", pieces_read_s), ("rounds_snapshot_s", rounds_snapshot_s)):
+                    ("read_s", read_s), ("pieces_read_s", pieces_read_s)):
         if v is not None and not (0 < v < math.inf):
             raise MlsysimError(f"{name} must be a measured time > 0 s, got {v!r}")
+    if not (0 <= layout_s < math.inf):
+        raise MlsysimError(f"layout_s must be a measured time >= 0 s, got {layout_s!r}")
     prune = dict(prune_s or {})
     for name, v in prune.items():
         if not (0 <= v < math.inf):
             raise MlsysimError(f"prune_s[{name!r}] must be a measured time >= 0 s, got {v!r}")
     x = _terms(f, torch_crc_Bps)
     x["d"] = x["c"] if snapshot_s is None else snapshot_s
-    x["d_p"] = x["d"] if rounds_snapshot_s is None else rounds_snapshot_s
     x["L"] = layout_s
     x["W_t"] = x["W"] if training_write_s is None else training_write_s
     if alloc_copy_Bps is not None:
@@ -169,7 +167,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     own_load = max(x["R"], x["k"]) + faults
     torch_write = x["t"] + x["p_t"]                   # in training: the memory as the training left it
     persist = max(x["k"], x["W"])                     # the CRC-32 beside the write
-    snap = x["L"] + x["d_p"]                           # plan the layout, then copy tensor after tensor
+    snap = x["L"] + x["d"]                             # plan the layout, then copy tensor after tensor
     rounds_write = x["t"] + x["q"]                    # into the pages an older checkpoint's deletion freed
     table = {
         "torch.save": (rounds_write, None, x["R"] + faults, 0.0),
@@ -177,14 +175,14 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
         "dcp": (rounds_write + x["W"], rounds_write + x["W"], x["G"] + faults + x["c"], 0.0),
         "dcp-async": (x["F"], x["F"] + rounds_write + x["W"], x["G"] + faults + x["c"], torch_write),
         "sync": (persist, persist, own_load, 0.0),
-        "concurrent": (snap, x["d_p"] + persist, own_load, x["k"] + x["q"]),
-        "pipelined": (snap, x["d_p"] + persist, own_load, x["d"] + x["k"] + x["q"]),
+        "concurrent": (snap, x["d"] + persist, own_load, x["k"] + x["q"]),
+        "pipelined": (snap, x["d"] + persist, own_load, x["d"] + x["k"] + x["q"]),
     }
     share = 0.0 if train_threads < cores else 1.0 / cores     # of the work beside, what the training pays
     out = {}
     in_training = {"torch.save": torch_write, "torch.save+fsync": torch_write + x["W_t"],
                    "dcp": torch_write + x["W_t"], "sync": max(x["k"], x["W_t"]),
-                   "concurrent": x["L"] + x["d"], "pipelined": x["L"] + max(0.0, x["d"] - pass_s)}
+                   "pipelined": x["L"] + max(0.0, x["d"] - pass_s)}
     for e, (stall, durable, load, beside) in table.items():
         training, deletion = in_training.get(e, stall), prune.get(e, 0.0)
         caller, beside = (deletion, beside) if e in PRUNE_IN_CALLER else (0.0, beside + deletion)
@@ -209,8 +207,7 @@ def remodel(record: dict) -> dict:
                           alloc_copy_Bps=record.get("alloc_copy_Bps"), snapshot_s=record.get("snapshot_copy_s"),
                           layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"),
                           prune_s=prune, training_cache_write_s=record.get("training_cache_write_s"),
-                          pieces_read_s=_median_or_none(record.get("pieces_rounds_s")),
-                          rounds_snapshot_s=_median_or_none(record.get("snapshot_rounds_s")))
+                          pieces_read_s=_median_or_none(record.get("pieces_rounds_s")))
     engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
     return {**record, "engines": engines, "terms_s": model["terms"]}
 
