@@ -280,9 +280,9 @@ def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, floor: 
     """Each engine's load times over ``repeats`` rounds (see the module's text, 3.): in each round
     every engine loads once, in :func:`round_order`, its newest checkpoint's pages dropped from the page
     cache first; the previous load's result is held until this one has returned, across rounds too.
-    Each round ends, beside the last result, with two cold reads of a file of the state's size, ``floor`` = (path, tensor sizes), tensor by tensor:
-    front to back, and each tensor from its end first (:func:`cold_read_s`). Returns the load times and
-    those reads. ``say`` is told."""
+    Each round ends, beside the last result, with two cold reads of a file of the state's size,
+    ``floor`` = (path, tensor sizes), tensor by tensor: front to back, and each tensor from its end first
+    (:func:`cold_read_s`). Returns the load times and those reads. ``say`` is told."""
     say("loading")
     path, sizes = floor
     times, reads = {e: [] for e in engines}, {"read_s": [], "pieces_read_s": []}
