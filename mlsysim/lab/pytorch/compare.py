@@ -19,10 +19,10 @@ there; the overhead runs (2.) train beside it:
    deletion has just freed and several times slower into memory the host took back; without this the
    state would depend on which engine went before (one that keeps its files cached frees a file's
    worth when it deletes its older checkpoint, one that writes past the cache frees none). One
-   protocol for every engine, ours and PyTorch's: stall (blocked) = the time ``save`` held the caller; durable = the
-   time until the data and the commit were on disk (NaN for plain ``torch.save``, which never is);
-   deleting the checkpoints older than the newest two runs after both and is timed on its own
-   (prune). Medians over the rounds.
+   protocol for every engine, ours and PyTorch's: stall (blocked) = the time ``save`` held the
+   caller; durable = the time until the data and the commit were on disk (NaN for plain
+   ``torch.save``, which never is); deleting the checkpoints older than the newest two runs after
+   both and is timed on its own (prune). Medians over the rounds.
 2. **Overhead.** What training pays, which a stall does not show (a background write
    slows the steps beside it). One trainer of the lab's transformer runs pairs of timed runs
    of :data:`OVERHEAD_STEPS` steps: one without checkpoints, then one with a checkpoint after
