@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 
 from . import store
@@ -30,6 +31,14 @@ from .train import LabConfig, Trainer
 def _say(**event) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
+
+
+def stop_here() -> None:
+    """SIGSTOP the whole process, this thread first: a signal sent to the process may be taken
+    by another thread, and this one would run on (out of the lock, into a commit) until that
+    thread is scheduled. Sent to this thread, the stop begins as the call returns, with the
+    interpreter lock held, so no Python code of any thread runs after it."""
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
 
 def main(argv=None) -> int:
@@ -51,7 +60,7 @@ def main(argv=None) -> int:
     def hook(name: str, step: int) -> None:
         if name == point and step == at:
             _say(paused=name, step=step)
-            os.kill(os.getpid(), signal.SIGSTOP)
+            stop_here()
 
     extra = {"buffers": a.buffers} if a.engine == "concurrent" else {}
     engine = make_engine(a.engine, a.dir, keep=a.keep, hook=hook, on_commit=lambda s: _say(commit=s), **extra)

@@ -78,7 +78,6 @@ import argparse
 import errno
 import json
 import os
-import signal
 import sys
 import time
 import warnings
@@ -94,7 +93,7 @@ from .. import store
 from ..checksum import crc32
 from . import shards, tiers
 from ..engines import make_engine
-from ..runner import _say
+from ..runner import _say, stop_here
 from ..pytorch.train import (ResumableSampler, TinyDecoder, TorchConfig, Windows, _Schedule, deterministic,
                           rng_state, set_rng_state)
 
@@ -586,7 +585,7 @@ class _Rank:
             name = "stored"
         if self.planned(name, step):
             _say(paused=name, step=step, rank=self.rank, pid=os.getpid(), node=self.node)
-            os.kill(os.getpid(), signal.SIGSTOP)
+            stop_here()
 
 
 def _setup(a, restart: int) -> _Rank | None:

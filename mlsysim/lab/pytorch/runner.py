@@ -48,13 +48,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import traceback
 import warnings
 
 from . import engines
-from ..runner import _say, train
+from ..runner import _say, stop_here, train
 from ..store import CheckpointError, CheckpointWarning
 from .train import TorchConfig, TorchTrainer
 
@@ -89,7 +88,7 @@ def main(argv=None) -> int:
     def hook(name: str, step: int) -> None:
         if name == point and step == at:
             _say(paused=name, step=step)
-            os.kill(os.getpid(), signal.SIGSTOP)
+            stop_here()
 
     engine = engines.make(a.engine, a.dir, keep=a.keep, hook=hook, on_commit=lambda s: _say(commit=s))
     trainer, loaded = TorchTrainer(config(a)), None
