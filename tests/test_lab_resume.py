@@ -70,3 +70,35 @@ def test_kill_and_resume_is_bit_identical(tmp_path, reference, engine, point, st
     assert sorted(after) == list(range((newest or 0) + 1, STEPS + 1))
     assert after == {s: reference[s] for s in after}                      # bit for bit
     assert _losses(killed) == {s: reference[s] for s in _losses(killed)}
+
+
+_PAUSER = """
+import sys, threading, time
+from mlsysim.lab.runner import stop_here
+
+def pause():
+    print("paused", flush=True)
+    stop_here()
+    print("ran on after the stop", flush=True)
+
+threading.Thread(target=pause).start()
+end = time.monotonic() + 20
+while time.monotonic() < end:   # the main thread keeps running Python: the stop must halt it too
+    pass
+"""
+
+
+def test_a_pause_from_a_writer_thread_stops_that_thread_before_it_runs_on():
+    """The pause is taken in a writer thread while the main thread runs. Stopping the process
+    with ``os.kill(getpid(), SIGSTOP)`` let the pausing thread print again in 6 of 20 such runs
+    (the main thread took the signal); ``stop_here`` must stop it at once, every time."""
+    import select
+    for _ in range(10):
+        proc = subprocess.Popen([sys.executable, "-c", _PAUSER], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline() == "paused\n"
+            ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+            assert not ready, proc.stdout.readline()
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
