@@ -155,3 +155,25 @@ def test_a_flipped_byte_in_the_newest_checkpoint(tmp_path, kind):
         assert got.step == 1 and changed == [] and len(named) == 1 and bad.name in named[0], named
     else:                               # PyTorch: no error, no warning, one tensor changed
         assert got.step == 2 and named == [] and len(changed) == 1, (named, changed)
+
+
+def test_the_labs_deterministic_mode_does_not_fill_new_tensors():
+    """Deterministic kernels on, NaN fill of every new tensor off: a fresh buffer costs what it
+    costs in a training job, in every engine's timed save alike (DCP's staging allocates, ours
+    does not), and a 64 MB ``torch.empty`` touches no page."""
+    import resource
+    from mlsysim.lab.pytorch.train import deterministic
+    before = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(),
+              torch.utils.deterministic.fill_uninitialized_memory)
+    try:
+        deterministic(1)
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.utils.deterministic.fill_uninitialized_memory is False
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        buf = torch.empty(16 * 2**20, dtype=torch.float32)
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults < 100, "torch.empty touched its pages"
+        del buf
+    finally:
+        torch.use_deterministic_algorithms(before[0])
+        torch.set_num_threads(before[1])
+        torch.utils.deterministic.fill_uninitialized_memory = before[2]

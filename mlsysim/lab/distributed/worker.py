@@ -95,7 +95,7 @@ from . import shards, tiers
 from ..engines import make_engine
 from ..runner import _say, stop_here
 from ..pytorch.train import (ResumableSampler, TinyDecoder, TorchConfig, Windows, _Schedule, deterministic,
-                          rng_state, set_rng_state)
+                             no_fill_of_new_tensors, rng_state, set_rng_state)
 
 POINTS = ("step", "between", "snapshot", "persist", "shard", "commit", "memory", "stored")
 MODES = ("fsdp", "ddp")
@@ -115,12 +115,14 @@ def lab_config(steps: int, batch: int = 8, seed: int = 0, d_model: int = 32, lay
 def fast_deterministic(threads: int) -> None:
     """:func:`~mlsysim.lab.pytorch.train.deterministic` without its 2 s import of TorchInductor's
     config (``torch.use_deterministic_algorithms`` sets a flag there; eager mode does not need it):
-    deterministic kernels and ``threads`` CPU threads. Falls back to it where the flag moved."""
+    deterministic kernels, no NaN fill of new tensors and ``threads`` CPU threads. Falls back to
+    it where the flag moved."""
     setter = getattr(torch._C, "_set_deterministic_algorithms", None)
     if setter is None:
         deterministic(threads)
         return
     setter(True, warn_only=False)
+    no_fill_of_new_tensors()
     torch.set_num_threads(threads)
 
 
