@@ -160,7 +160,7 @@ def test_a_flipped_byte_in_the_newest_checkpoint(tmp_path, kind):
 def test_the_labs_deterministic_mode_does_not_fill_new_tensors():
     """Deterministic kernels on, NaN fill of every new tensor off: a fresh buffer costs what it
     costs in a training job, in every engine's timed save alike (DCP's staging allocates, ours
-    does not), and a 64 MB ``torch.empty`` touches no page."""
+    does not), and a 64 MiB ``torch.empty`` touches no page."""
     import resource
     from mlsysim.lab.pytorch.train import deterministic
     before = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(),

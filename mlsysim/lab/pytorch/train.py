@@ -300,11 +300,12 @@ def deterministic(threads: int) -> None:
 def no_fill_of_new_tensors() -> None:
     """Turn off what deterministic mode turns on beside its kernels: every new ``torch.empty``
     filled with NaN (``torch.utils.deterministic.fill_uninitialized_memory``). That fill is a
-    full write of every fresh buffer, 0.18 s per GB here, and it would land in the timed
-    part of whichever engine allocates while it saves or restores (DCP's staging copy, the
-    receivers of a broadcast), not in the others'. Nothing here reads a tensor before it is
-    written; the bit-identical resume tests would show it if anything did."""
-    torch._C._set_deterministic_fill_uninitialized_memory(False)
+    full write of every fresh buffer, and it would land in the timed part of whichever engine
+    allocates while it saves or restores (DCP's staging copy, the receivers of a broadcast),
+    not in the others'. Nothing here reads a tensor before it is written; the bit-identical
+    resume tests would show it if anything did."""
+    import torch.utils.deterministic
+    torch.utils.deterministic.fill_uninitialized_memory = False
 
 
 class TorchTrainer:
