@@ -83,7 +83,7 @@ def pause():
 
 threading.Thread(target=pause).start()
 end = time.monotonic() + 20
-while time.monotonic() < end:   # the main thread keeps running Python: the stop must halt it too
+while time.monotonic() < end:   # the main thread keeps running, where a signal to the process may land
     pass
 """
 

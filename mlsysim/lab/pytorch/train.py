@@ -304,7 +304,6 @@ def no_fill_of_new_tensors() -> None:
     allocates while it saves or restores (DCP's staging copy, the receivers of a broadcast),
     not in the others'. Nothing here reads a tensor before it is written; the bit-identical
     resume tests would show it if anything did."""
-    import torch.utils.deterministic
     torch.utils.deterministic.fill_uninitialized_memory = False
 
 
