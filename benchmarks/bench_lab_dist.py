@@ -25,7 +25,8 @@ Every figure has two predictions beside it: the first (``naive``: :mod:`mlsysim.
 ``ms.checkpoint`` with a copy, a write and a read rate) and the refined one
 (:mod:`mlsysim.lab.distributed.terms`: the same rates with the terms the first leaves out, each
 measured in the same point: CRC-32, page-cache write, the cores the ranks share, copies of N ranks at
-once, gloo's broadcast and point-to-point rates, the job's start).
+once, gloo's broadcast (of a buffer, and of the state's tensors into tensors the receivers allocate) and
+point-to-point rates, the job's start).
 
 Targets (:func:`mlsysim.lab.distributed.results.targets`): the sharded concurrent engine's stall is at
 most half of ``dcp.async_save``'s; the refined model is within ±25 % of every measured figure
@@ -94,9 +95,11 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     rest = measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None, repeats=RESTORES,
                             probe_B=min(PROBE_B, cfg.state_B))
     say(f"{tag}: the terms")
-    t = terms.measure_terms(nproc, cfg.state_B, bcast_Bps=rest.gloo["bcast_Bps"], pair_Bps=rest.gloo["pair_Bps"],
+    t = terms.measure_terms(nproc, cfg.state_B, bcast_Bps=rest.gloo["bcast_Bps"],
+                            bcast_state_Bps=rest.gloo.get("bcast_state_Bps"), pair_Bps=rest.gloo["pair_Bps"],
                             latency_s=rest.gloo["latency_s"], dcp_stall_s=rest.gloo["dcp_stall_s"],
-                            dcp_durable_s=rest.gloo["dcp_durable_s"], torch_crc_Bps=_torch_crc_Bps(cfg.state_B / nproc),
+                            dcp_durable_s=rest.gloo["dcp_durable_s"],
+                            own_stall_s=rest.gloo["own_stall_s"], torch_crc_Bps=_torch_crc_Bps(cfg.state_B / nproc),
                             torch_fresh_Bps=terms.parallel_torch_fresh_Bps(cfg.state_B, nproc))
     naive_m = predict.dist_machine(t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B))
     step_s = conc.plain_step_s

@@ -20,7 +20,7 @@ WORLD = 2
 def run(tmp_path_factory):
     pytest.importorskip("torch")
     base = tmp_path_factory.mktemp("restore")
-    return measure_restores(WORLD, d_model=128, layers=2, directory=base, machine=M, repeats=3), base
+    return measure_restores(WORLD, d_model=128, layers=2, directory=base, machine=M, repeats=3, probe_B=2e6), base
 
 
 def _files(base, mode):
@@ -137,6 +137,18 @@ def test_a_directory_holding_files_is_refused(tmp_path):
     with pytest.raises(MlsysimError, match="not empty"):
         measure_restores(2, directory=tmp_path, machine=M)
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_the_probe_times_gloo_and_the_states_broadcast_into_new_tensors(run):
+    r, _ = run
+    g = r.gloo
+    assert g["probe_B"] == 2e6 and all(g[k] > 0 for k in ("bcast_Bps", "pair_Bps", "bcast_state_Bps", "latency_s",
+                                                          "dcp_stall_s", "dcp_durable_s", "own_stall_s"))
+    # the fixed costs, measured on the job at its smallest width: well under a second, DCP's durable after its stall
+    assert g["own_stall_s"] < 1 and g["dcp_stall_s"] < g["dcp_durable_s"] < 5
+    # the DDP job's own tensors, all of them: the weights and AdamW's two moments, 12 B per parameter; once
+    # after every round of restores, the rate from their median
+    assert g["state_bcast_B"] == pytest.approx(r.state_B, rel=0.01) and len(g["state_bcast_rounds_s"]) == 3
 
 
 def test_scheme_names():

@@ -30,6 +30,9 @@ def test_the_job_worked_numbers():
     assert round(a["stall_s"], 3) == 0.2 and round(a["durable_s"], 3) == round(0.2 + 0.25 * 2 + 1.0 + 0.02, 3)
     assert round(a["overhead_s"], 3) == 0.45
     assert "dcp-async" not in terms.refined_job(T, 1e9)      # no torch CRC rate measured: no DCP prediction
+    # this package's fixed cost per save, 10 ms: in the stall and in everything built on it
+    fixed = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01, own_stall_s=0.01), 1e9)
+    assert all(round(fixed["concurrent"][k] - c[k], 6) == 0.01 for k in ("stall_s", "durable_s", "overhead_s"))
     # staged into PyTorch's own new tensors at 2 GB/s (4 KB pages) instead of NumPy's 5 GB/s: 0.3 s more,
     # in the stall and everything built on it
     small = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01, torch_fresh_Bps=2e9), 1e9)
@@ -61,6 +64,9 @@ def test_the_restores_and_recoveries_worked_numbers():
     got = {s: round(terms.refined_restore(T, s, 1e9), 3) for s in ("sharded", "broadcast", "replicated")}
     # sharded: 0.5 read + 0.05 faults + 0.1 load; broadcast: 0.5 + 0.15 + 1.0 gloo + 0.2; replicated: 0.5 + 0.15 + 0.2
     assert got == {"sharded": 0.65, "broadcast": 1.85, "replicated": 0.85}
+    # the state's own broadcast into the receivers' new tensors at 0.5 GB/s in place of gloo's 1 GB/s: 1 s more
+    fresh = terms.refined_restore(dataclasses.replace(T, bcast_state_Bps=0.5e9), "broadcast", 1e9)
+    assert round(fresh - got["broadcast"], 3) == 1.0
     # both ranks reading the same file at once at 0.5 GB/s in all: 1 s more than one reader at 2 GB/s
     same = terms.refined_restore(dataclasses.replace(T, same_read_Bps=0.5e9), "replicated", 1e9)
     assert round(same - got["replicated"], 3) == 1.5
@@ -78,6 +84,7 @@ def test_the_restores_and_recoveries_worked_numbers():
     (lambda: terms.refined_job(T, 1e9, "zero"), "mode must be"),
     (lambda: dataclasses.replace(T, crc_Bps=float("nan")), "crc_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, write_Bps=0.0), "write_Bps must be a measured rate"),
+    (lambda: dataclasses.replace(T, bcast_state_Bps=0.0), "bcast_state_Bps must be a measured rate"),
     (lambda: terms.overhead_per_checkpoint([], 2, 1), "plain must be an integer >= 2"),
     (lambda: terms.overhead_per_checkpoint([{"step": 5, "t": 1.0}], 2, 4), "no plain step was timed"),
     (lambda: terms.parallel_copy_Bps(0, 2), "size_B"),

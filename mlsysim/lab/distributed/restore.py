@@ -17,8 +17,10 @@ checkpoint's pages from the page cache, and restores:
   their own small file (random state, sampler, schedule).
 
 With ``--probe-B B`` the job first times gloo (a broadcast and point-to-point transfers of B bytes,
-a small collective) and DCP's fixed cost per save (:func:`mlsysim.lab.distributed.terms.gloo_probe`,
-:func:`~mlsysim.lab.distributed.terms.dcp_probe`), the terms of the refined model.
+a small collective; after every round of restores, in DDP mode, the broadcast of the job's own tensors
+into tensors the receivers allocate: :func:`~mlsysim.lab.distributed.terms.state_bcast_s`) and each
+engine's fixed cost per save, on the job at its smallest width (:func:`mlsysim.lab.distributed.terms.gloo_probe`,
+:func:`~mlsysim.lab.distributed.terms.engine_probe`), the terms of the refined model.
 
 Per rank it reports the bytes read from the shard files (each verified against the global
 commit record's size and CRC-32), the bytes the kernel fetched from the disk for this process
@@ -49,6 +51,7 @@ import os
 import select
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -338,10 +341,8 @@ def main(argv=None) -> int:
     group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))
     base = Path(a.dir)
     if a.probe_B > 0:
-        from .terms import dcp_probe, gloo_probe
-        probe = {**gloo_probe(group, a.probe_B), **dcp_probe(group, base / "dcp-probe")}
-        if rank == 0:
-            _say(probe=True, **probe)
+        from .terms import engine_probe, gloo_probe
+        probe = {**gloo_probe(group, a.probe_B), **engine_probe(group, base / "engine-probe", a.layers)}
     modes = [m for m in MODES if any(SCHEME_MODE[s] == m for s in schemes)]
     jobs, expected, saved = {}, {}, {}
     for mode in modes:
@@ -358,6 +359,7 @@ def main(argv=None) -> int:
         box = [expected[mode]]
         dist.broadcast_object_list(box, src=0, group=group)
         expected[mode] = box[0]
+    rounds_s = []
     for repeat in range(a.repeats):
         for scheme in schemes:
             mode = SCHEME_MODE[scheme]
@@ -365,6 +367,16 @@ def main(argv=None) -> int:
                              drop=not a.keep_cache)
             if rank == 0:
                 _say(repeat=repeat, **event)
+        if a.probe_B > 0 and "ddp" in jobs:   # the broadcast restore's transfer, its read aside, in every round
+            from .terms import state_bcast_s
+            rounds_s.append(state_bcast_s(group, jobs["ddp"].tensors()))
+    if a.probe_B > 0:
+        if rounds_s:
+            size = sum(t.numel() * t.element_size() for t in jobs["ddp"].tensors().values())
+            probe.update(state_bcast_B=size, state_bcast_rounds_s=rounds_s,
+                         bcast_state_Bps=size / statistics.median(rounds_s))
+        if rank == 0:
+            _say(probe=True, **probe)
     dist.barrier()
     dist.destroy_process_group()
     return 0

@@ -23,10 +23,13 @@ timings in the same run):
   r_N   cold reads of N files by N readers at once              :func:`shared_disk` (best of two)
   r_1N  cold reads of the same files by each of N readers       :func:`shared_disk` (best of two)
   g     gloo's broadcast from rank 0 to the N − 1 others        :func:`gloo_probe` (in the restore job)
+  g_s   the same of the state's own tensors into tensors the    :func:`state_bcast_s` (the median of one
+        receivers allocate just before (their faults inside)    per restore round, in the restore job)
   q     gloo's point-to-point rate, N/2 pairs at once           :func:`gloo_probe` (in the restore job)
   l     a small collective of gloo (``all_gather_object``)      :func:`gloo_probe` (best of 5)
-  d     ``dcp.async_save`` of a tiny state, as many tensors:    :func:`dcp_probe` (best of 3)
+  d     ``dcp.async_save`` of the job at its smallest width:    :func:`engine_probe` (best of 3)
         its call (d_s) and until durable (d_d), bytes aside
+  o     this package's ``save`` of the same, its call           :func:`engine_probe` (best of 3)
   z     a small durable write (commit record: write, fsync,     :func:`measure_terms` (median of 5)
         rename, fsync of the directory)
   B     N durable writers beside N busy processes: the          :func:`beside` (per byte)
@@ -57,7 +60,7 @@ The refined prediction, for a state of S bytes, R = S/N + E per rank (FSDP), t t
 disk is shared too: where the N ranks write or read their shards at once, S / W_N and S / r_N stand
 for S / W and S / r (a single reader or writer keeps W and r).
 
-* concurrent: stall = N R / c_N; durable = stall + R (1/k + 1/p) share(2N) + S / W + 2 z + l (each
+* concurrent: stall = N R / c_N + o (the copy, then this package's fixed cost per call); durable = stall + R (1/k + 1/p) share(2N) + S / W + 2 z + l (each
   writer's CPU work, slowed by the training beside it, then the disk's writeback, the rank's commit
   record and the global commit, the shard records gathered); overhead per checkpoint = stall +
   N R (1/k + 1/p) / C (the writers' CPU time taken from training). Where :func:`beside` was measured,
@@ -67,11 +70,13 @@ for S / W and S / r (a single reader or writer keeps W and r).
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
   and scattered, metadata, the files' ``fsync``); overhead = stall + N R (1/t + 1/p) / C; without
-  :func:`dcp_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap between checkpoints is at least
+  :func:`engine_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap between checkpoints is at least
   :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs R (1/h − 1/p) more, in the
   durable time (times share(2N)) and in the overhead (N R (1/h − 1/p) / C);
 * sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load);
-* broadcast restore: S / r + S (1/k + a) + S / g + R N / c_N (rank 0 reads and verifies, then gloo);
+* broadcast restore: S / r + S (1/k + a) + S / g_s + R N / c_N (rank 0 reads and verifies, then gloo
+  into the tensors the receivers allocate for it: their pages are new, and each one faults in while
+  the bytes arrive; S / g where g_s was not measured);
 * replicated restore: S / r_1N + share(N) S (1/k + a) + S N / c_N: every rank reads the same file at
   once (the disk serves the first, the page cache the others, as measured), verifies it and copies it;
 * peer-memory recovery: R / q + share(N) R (1/f + 2/k + 1/p) + 2 z (the shard mapped, checked and
@@ -158,6 +163,8 @@ class Terms:
     start_s: float | None = None
     torch_fresh_Bps: float | None = None
     reclaimed_write_Bps: float | None = None
+    own_stall_s: float | None = None
+    bcast_state_Bps: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -167,7 +174,7 @@ class Terms:
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s, got {v!r}")
-        for k in ("torch_fresh_Bps", "reclaimed_write_Bps"):
+        for k in ("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps"):
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s or None, got {v!r}")
@@ -235,7 +242,7 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
     the floors, ``rounds`` more write + ``fsync`` timings (the disk's rate is their median), the
     aggregate copies of ``world`` threads, the page-cache write into memory freed ``reclaim_wait_s``
     before (:func:`reclaimed_write_Bps`). ``measured``: terms measured elsewhere (``bcast_Bps``,
-    ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``)."""
+    ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``)."""
     from ..floors import measure_floors, write_once
     check_integer("world", world)
     check_positive("size_B", size_B)
@@ -410,7 +417,7 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
     k, p = rank / t.crc_Bps, rank / t.cache_write_Bps
     out = {"terms": {"copy_s": copied / t.parallel_copy_Bps, "fresh_copy_s": copied / t.parallel_fresh_Bps,
                      "write_s": write, "crc_s": k, "cache_write_s": p, "share_training": share(2 * n, c)}}
-    stall = copied / t.parallel_copy_Bps
+    stall = copied / t.parallel_copy_Bps + (t.own_stall_s or 0.0)     # the copy, then the fixed cost per call
     lat = t.latency_s
     writers = (k + p) * share(2 * n, c) + write
     loss = n * (k + p) / c
@@ -437,7 +444,7 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
 
 def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
     """Seconds to restore a ``size_B``-byte state over ``t.world`` ranks with ``scheme`` (the module's
-    formulas; ``broadcast`` needs ``bcast_Bps``)."""
+    formulas; ``broadcast`` needs ``bcast_Bps``, and takes ``bcast_state_Bps`` where measured)."""
     n, c = t.world, t.cores
     faults = 1.0 / t.parallel_fresh_Bps - 1.0 / t.parallel_copy_Bps
     if scheme == "sharded":
@@ -448,7 +455,8 @@ def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
     if scheme == "broadcast":
         if not t.bcast_Bps:
             raise MlsysimError("the broadcast restore needs bcast_Bps, gloo's measured broadcast rate")
-        return (total / t.read_cold_Bps + rank * (1.0 / t.crc_Bps + max(faults, 0)) + rank / t.bcast_Bps
+        return (total / t.read_cold_Bps + rank * (1.0 / t.crc_Bps + max(faults, 0))
+                + rank / (t.bcast_state_Bps or t.bcast_Bps)
                 + n * rank / t.parallel_copy_Bps)
     if scheme == "replicated":
         return (total / (t.same_read_Bps or t.read_cold_Bps)
@@ -566,6 +574,25 @@ def gloo_probe(group, size_B: float, repeats: int = 2) -> dict:
     return out
 
 
+def state_bcast_s(group, tensors: dict) -> float:
+    """In a running gloo job (every rank calls it, with the same keys): seconds of rank 0's broadcast of
+    ``tensors`` (its live ones, one asynchronous broadcast each, as the broadcast restore sends them)
+    into tensors each other rank allocates just before (``torch.empty_like``, freed afterwards, as a
+    restore frees its buffers once loaded), until every rank holds them: gloo's broadcast with the
+    receivers' page faults, at the state's size and in its tensors, the restore's read aside."""
+    import torch
+    import torch.distributed as dist
+    rank = dist.get_rank(group)
+    keys = sorted(tensors)
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    bufs = [tensors[k] if rank == 0 else torch.empty_like(tensors[k]) for k in keys]
+    for w in [dist.broadcast(b, src=0, group=group, async_op=True) for b in bufs]:
+        w.wait()
+    dist.barrier(group=group)
+    return time.perf_counter() - t0
+
+
 def job_prediction(events, world: int, mode: str, every: int, directory) -> dict:
     """:func:`mlsysim.lab.distributed.predict.predict_job` (the first prediction) for a job's state (12 B
     per parameter, from its events) on this machine (measured in ``directory``), checkpointed every
@@ -577,24 +604,46 @@ def job_prediction(events, world: int, mode: str, every: int, directory) -> dict
     return asdict(predict_job(12.0 * params, world, mode, machine, interval_s=every * step_s))
 
 
-def dcp_probe(group, directory, tensors: int = 84, repeats: int = 3) -> dict:
-    """In a running gloo job (every rank calls it): ``dcp.async_save`` of a tiny state of ``tensors``
-    tensors of 64 B per rank into ``directory`` (shared), the best of ``repeats``: ``dcp_stall_s``, the
-    call, and ``dcp_durable_s``, until its future is done (plans, metadata, ``fsync``): what a save
-    costs DCP whatever its bytes."""
-    import torch
+def engine_probe(group, directory, layers: int, repeats: int = 3) -> dict:
+    """In a running gloo job (every rank calls it): each engine's fixed cost per save, measured on the
+    lab's FSDP job built at the smallest width (d_model 32, ``layers`` layers, one step trained): the
+    same tensors, DTensors and optimizer state as the job's, a few hundred kilobytes. ``dcp.async_save``
+    of its ``get_state_dict`` through the lab's :class:`~mlsysim.lab.pytorch.engines.DcpEngine` (on
+    ``group``, into ``directory``/dcp): ``dcp_stall_s``, until the call returns (the state dict
+    flattened, plans made, gathered and scattered, the staging copy), and ``dcp_durable_s``, until the
+    save is committed; this package's ``concurrent`` engine on the rank's shard (two buffers, one writer,
+    as the job runs it): ``own_stall_s``, until ``save`` returns (the layout, the copy, the hand-over to
+    the writer). The best of ``repeats`` each, after one untimed save of each engine (its first sets up
+    its buffers and threads)."""
     import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint import FileSystemWriter
-    rank = dist.get_rank(group)
-    state = {f"rank{rank}/t{i}": torch.ones(16) for i in range(tensors)}
-    stall = durable = math.inf
-    for i in range(repeats):
+    from ..engines import make_engine
+    from ..pytorch.engines import DcpEngine
+    from . import shards
+    from .restore import config_for
+    from .worker import NEVER_PRUNE, Job
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    job = Job(config_for(None, 32, layers, 2), "fsdp")
+    job.step()
+    base = Path(directory)
+    dcp_engine = None
+    for i in range(world):           # one rank at a time: the engine probes the shared directory
+        if i == rank:
+            dcp_engine = DcpEngine(base / "dcp", keep=2, asynchronous=True, process_group=group)
         dist.barrier(group=group)
-        t0 = time.perf_counter()
-        fut = dcp.async_save(state, storage_writer=FileSystemWriter(str(Path(directory) / f"probe-{i}"),
-                                                                    sync_files=True), process_group=group)
-        t1 = time.perf_counter()
-        fut.result()
-        stall, durable = min(stall, t1 - t0), min(durable, time.perf_counter() - t0)
-    return {"dcp_stall_s": stall, "dcp_durable_s": durable}
+    own = make_engine("concurrent", shards.rank_dir(base / "own", rank), keep=NEVER_PRUNE, buffers=2, writers=1)
+    best = {"dcp_stall_s": math.inf, "dcp_durable_s": math.inf, "own_stall_s": math.inf}
+    try:
+        for step in range(1, repeats + 2):
+            dist.barrier(group=group)
+            stall = dcp_engine.save(step, job.dcp_state())
+            durable = dcp_engine.summary()[-1].durable_s      # waits for the save
+            state, _ = job.shard_state()
+            own_stall = own.save(step, state)
+            own.wait()
+            if step > 1:
+                for k, v in zip(best, (stall, durable, own_stall)):
+                    best[k] = min(best[k], v)
+    finally:
+        own.close()
+        dcp_engine.close()
+    return best
