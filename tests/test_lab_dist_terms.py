@@ -85,6 +85,7 @@ def test_the_restores_and_recoveries_worked_numbers():
     (lambda: dataclasses.replace(T, crc_Bps=float("nan")), "crc_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, write_Bps=0.0), "write_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, bcast_state_Bps=0.0), "bcast_state_Bps must be a measured rate"),
+    (lambda: dataclasses.replace(T, own_stall_s=-1.0), "own_stall_s must be a measured time"),
     (lambda: terms.overhead_per_checkpoint([], 2, 1), "plain must be an integer >= 2"),
     (lambda: terms.overhead_per_checkpoint([{"step": 5, "t": 1.0}], 2, 4), "no plain step was timed"),
     (lambda: terms.parallel_copy_Bps(0, 2), "size_B"),

@@ -17,10 +17,10 @@ checkpoint's pages from the page cache, and restores:
   their own small file (random state, sampler, schedule).
 
 With ``--probe-B B`` the job first times gloo (a broadcast and point-to-point transfers of B bytes,
-a small collective; after every round of restores, in DDP mode, the broadcast of the job's own tensors
-into tensors the receivers allocate: :func:`~mlsysim.lab.distributed.terms.state_bcast_s`) and each
-engine's fixed cost per save, on the job at its smallest width (:func:`mlsysim.lab.distributed.terms.gloo_probe`,
-:func:`~mlsysim.lab.distributed.terms.engine_probe`), the terms of the refined model.
+a small collective: :func:`mlsysim.lab.distributed.terms.gloo_probe`) and each engine's fixed cost per
+save, on the job at its smallest width (:func:`~mlsysim.lab.distributed.terms.engine_probe`), and after
+every round of restores, in DDP mode, the broadcast of the job's own tensors into tensors the receivers
+allocate (:func:`~mlsysim.lab.distributed.terms.state_bcast_s`): the terms of the refined model.
 
 Per rank it reports the bytes read from the shard files (each verified against the global
 commit record's size and CRC-32), the bytes the kernel fetched from the disk for this process

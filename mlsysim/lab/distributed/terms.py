@@ -60,9 +60,10 @@ The refined prediction, for a state of S bytes, R = S/N + E per rank (FSDP), t t
 disk is shared too: where the N ranks write or read their shards at once, S / W_N and S / r_N stand
 for S / W and S / r (a single reader or writer keeps W and r).
 
-* concurrent: stall = N R / c_N + o (the copy, then this package's fixed cost per call); durable = stall + R (1/k + 1/p) share(2N) + S / W + 2 z + l (each
-  writer's CPU work, slowed by the training beside it, then the disk's writeback, the rank's commit
-  record and the global commit, the shard records gathered); overhead per checkpoint = stall +
+* concurrent: stall = N R / c_N + o (the copy, then this package's fixed cost per call); durable =
+  stall + R (1/k + 1/p) share(2N) + S / W + 2 z + l (each writer's CPU work, slowed by the training
+  beside it, then the disk's writeback, the rank's commit record and the global commit, the shard
+  records gathered); overhead per checkpoint = stall +
   N R (1/k + 1/p) / C (the writers' CPU time taken from training). Where :func:`beside` was measured,
   the writers' seconds beside N busy processes (B, per byte, times S) stand for the writers' CPU work
   and the disk's write, and the busy work's loss (per byte, times S) for N R (1/k + 1/p) / C: they hold
@@ -178,6 +179,9 @@ class Terms:
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s or None, got {v!r}")
+        if self.own_stall_s is not None and not (isinstance(self.own_stall_s, (int, float))
+                                                 and 0 <= self.own_stall_s < math.inf):
+            raise MlsysimError(f"own_stall_s must be a measured time >= 0 s or None, got {self.own_stall_s!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
