@@ -623,10 +623,9 @@ def engine_probe(group, directory, layers: int, repeats: int = 3) -> dict:
     from ..engines import make_engine
     from ..pytorch.engines import DcpEngine
     from . import shards
-    from .restore import config_for
-    from .worker import NEVER_PRUNE, Job
+    from .worker import NEVER_PRUNE, Job, lab_config
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    job = Job(config_for(None, 32, layers, 2), "fsdp")
+    job = Job(lab_config(2, d_model=32, layers=layers), "fsdp")
     job.step()
     base = Path(directory)
     dcp_engine = None
