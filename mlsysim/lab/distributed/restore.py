@@ -341,7 +341,7 @@ def main(argv=None) -> int:
     group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))
     base = Path(a.dir)
     if a.probe_B > 0:
-        from .terms import engine_probe, gloo_probe
+        from .terms import engine_probe, gloo_probe, state_bcast_s
         probe = {**gloo_probe(group, a.probe_B), **engine_probe(group, base / "engine-probe", a.layers)}
     modes = [m for m in MODES if any(SCHEME_MODE[s] == m for s in schemes)]
     jobs, expected, saved = {}, {}, {}
@@ -368,7 +368,6 @@ def main(argv=None) -> int:
             if rank == 0:
                 _say(repeat=repeat, **event)
         if a.probe_B > 0 and "ddp" in jobs:   # the broadcast restore's transfer, its read aside, in every round
-            from .terms import state_bcast_s
             rounds_s.append(state_bcast_s(group, jobs["ddp"].tensors()))
     if a.probe_B > 0:
         if rounds_s:
