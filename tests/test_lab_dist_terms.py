@@ -137,9 +137,26 @@ def test_the_writers_beside_busy_processes_stand_for_their_rates():
     assert round(j["dcp-async"]["overhead_s"] - j["concurrent"]["overhead_s"], 3) == round(0.1 + 2 * 0.1 / 2, 3)
 
 
+def test_the_writers_cpu_time_is_what_the_training_loses():
+    # 1 ns of CPU per byte: 1 GB (+ 32 kB of extras) takes 1.0 s of CPU, which 2 ranks on 2 cores lose at the
+    # pace of 2 cores: 0.5 s per checkpoint, in place of the busy processes' loss (0.1 s)
+    t = dataclasses.replace(T, torch_crc_Bps=4e9, beside_write_s_per_B=0.2e-9, beside_loss_s_per_B=0.1e-9,
+                            writer_cpu_s_per_B=1e-9)
+    j = terms.refined_job(t, 1e9)
+    assert round(j["terms"]["writer_cpu_s"], 3) == 1.0 and round(j["terms"]["writer_loss_s"], 3) == 0.5
+    assert round(j["concurrent"]["overhead_s"], 3) == round(0.1 + 0.5, 3)
+    assert round(j["concurrent"]["durable_s"], 3) == round(0.1 + 0.2, 3)      # the writers' seconds unchanged
+    # one rank on 4 cores: 3 free cores take 3 x 0.2 s of the writers' 1.0 s, the rank loses the other 0.4 s
+    one = terms.refined_job(dataclasses.replace(t, world=1, cores=4), 1e9)
+    assert round(one["terms"]["writer_loss_s"], 3) == 0.4
+    with pytest.raises(MlsysimError, match="writer_cpu_s_per_B must be"):
+        dataclasses.replace(T, writer_cpu_s_per_B=0.0)
+
+
 def test_writers_beside_busy_processes_measured(tmp_path):
     b = terms.beside(tmp_path, 2e6, 2)
     assert b["size_B"] == 2e6 and b["writers_alone_s"] > 0 and b["writers_beside_s"] > 0 and b["loss_s"] >= 0
+    assert 0 < b["writers_cpu_s"] < 10                      # the kernel's accounting: some CPU, and not minutes
 
 
 def test_measured_terms_are_rates_of_this_machine(tmp_path):
@@ -148,7 +165,7 @@ def test_measured_terms_are_rates_of_this_machine(tmp_path):
     for k in ("copy_Bps", "parallel_copy_Bps", "parallel_fresh_Bps", "crc_Bps", "cache_write_Bps", "write_Bps",
               "shared_write_Bps", "shared_read_Bps", "same_read_Bps", "reclaimed_write_Bps"):
         assert 1e6 < getattr(t, k) < 1e13
-    for k in ("beside_write_s_per_B", "beside_loss_s_per_B"):
+    for k in ("beside_write_s_per_B", "beside_loss_s_per_B", "writer_cpu_s_per_B"):
         assert 0 <= getattr(t, k) < 1e-6                           # seconds per byte
     assert set(t.to_dict()) >= {"crc_Bps", "parallel_copy_Bps", "sync_s", "pair_Bps", "start_s"}
 

@@ -34,6 +34,8 @@ timings in the same run):
         rename, fsync of the directory)
   B     N durable writers beside N busy processes: the          :func:`beside` (per byte)
         writers' seconds and the busy work's loss
+  u     the CPU time of N durable writers, user and kernel, as   :func:`beside` (per byte, median of 5)
+        the kernel accounts it (page cache, writeback included)
   T     process start and rendezvous of a torchrun job          :func:`start_s` (to the resume event)
 ======  ======================================================  =====================================
 
@@ -67,7 +69,11 @@ for S / W and S / r (a single reader or writer keeps W and r).
   N R (1/k + 1/p) / C (the writers' CPU time taken from training). Where :func:`beside` was measured,
   the writers' seconds beside N busy processes (B, per byte, times S) stand for the writers' CPU work
   and the disk's write, and the busy work's loss (per byte, times S) for N R (1/k + 1/p) / C: they hold
-  the kernel's own work for the writes (page allocation, writeback), which no one-thread rate shows;
+  the kernel's own work for the writes (page allocation, writeback), which no one-thread rate shows.
+  Where u was measured, the writers' CPU time u S stands for N R (1/k + 1/p): the training loses
+  u S / C (N >= C ranks keep every core busy, so each second of CPU a writer takes is a second a rank
+  loses, and the job advances at the pace of its C cores; with N < C, the C - N free cores first take
+  what they can in the writers' time, and the N ranks lose the rest over their N cores);
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
   and scattered, metadata, the files' ``fsync``); overhead = stall + N R (1/t + 1/p) / C; without
@@ -166,6 +172,7 @@ class Terms:
     reclaimed_write_Bps: float | None = None
     own_stall_s: float | None = None
     bcast_state_Bps: float | None = None
+    writer_cpu_s_per_B: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -182,6 +189,9 @@ class Terms:
         if self.own_stall_s is not None and not (isinstance(self.own_stall_s, (int, float))
                                                  and 0 <= self.own_stall_s < math.inf):
             raise MlsysimError(f"own_stall_s must be a measured time >= 0 s or None, got {self.own_stall_s!r}")
+        u = self.writer_cpu_s_per_B
+        if u is not None and not (isinstance(u, (int, float)) and 0 < u < math.inf):
+            raise MlsysimError(f"writer_cpu_s_per_B must be measured CPU seconds per byte > 0 or None, got {u!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -265,7 +275,8 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
                  crc_Bps=f.crc_Bps, cache_write_Bps=f.cache_write_Bps, write_Bps=size / statistics.median(times),
                  read_cold_Bps=f.read_cold_Bps, sync_s=sync, shared_write_Bps=shared_w, shared_read_Bps=shared_r,
                  same_read_Bps=same_r, beside_write_s_per_B=b["writers_beside_s"] / b["size_B"],
-                 beside_loss_s_per_B=b["loss_s"] / b["size_B"], reclaimed_write_Bps=reclaimed, **measured)
+                 beside_loss_s_per_B=b["loss_s"] / b["size_B"], writer_cpu_s_per_B=b["writers_cpu_s"] / b["size_B"],
+                 reclaimed_write_Bps=reclaimed, **measured)
 
 
 def shared_disk(directory, size_B: float, world: int, rounds: int = 3) -> tuple[float, float, float]:
@@ -322,16 +333,23 @@ def _spin(k: int, out) -> None:
 def beside(directory, size_B: float, world: int) -> dict:
     """N (``world``) threads each write ``size_B / world`` bytes durably (:func:`mlsysim.lab.store.write_durable`:
     CRC-32, 16 MB writes, writeback, ``fsync``) alone, then beside ``world`` processes that each spin
-    (pure Python, one core each) for three times that long (the median of three). Returns ``writers_alone_s``,
-    ``writers_beside_s`` (the writers' seconds with the spinners beside them), ``loss_s`` (how much
-    longer the slowest spinner took than alone) and ``size_B``: what N ranks training and N writers
-    on this machine's cores do to each other, the kernel's work for the writes included."""
+    (pure Python, one core each) for three times that long (the median of three). Returns ``writers_alone_s``
+    (the best of five alone), ``writers_cpu_s`` (their CPU time alone, user and kernel, as ``getrusage``
+    accounts it to this process: the median of the five), ``writers_beside_s`` (the writers' seconds with
+    the spinners beside them), ``loss_s`` (how much longer the slowest spinner took than alone) and
+    ``size_B``: what N ranks training and N writers on this machine's cores do to each other, the
+    kernel's work for the writes included."""
     import multiprocessing
+    import resource
     from ..store import write_durable
     check_integer("world", world)
     n = max(int(size_B) // world, 1)
     data = np.full(n, 7, dtype=np.uint8)
     ctx = multiprocessing.get_context("fork")
+
+    def cpu_s() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
 
     def writers() -> float:
         pool = [threading.Thread(target=write_durable, args=(Path(directory) / f"beside-{i}.bin", [data]))
@@ -343,7 +361,11 @@ def beside(directory, size_B: float, world: int) -> dict:
             th.join()
         return time.perf_counter() - t0
 
-    alone = min(writers() for _ in range(2))
+    runs = []
+    for _ in range(5):
+        c0 = cpu_s()
+        runs.append((writers(), cpu_s() - c0))
+    alone = min(w for w, _ in runs)
     t0 = time.perf_counter()
     _spin(10 ** 6, ctx.SimpleQueue())
     k = int(3 * max(alone, 0.05) / ((time.perf_counter() - t0) / 10 ** 6)) + 1
@@ -363,7 +385,8 @@ def beside(directory, size_B: float, world: int) -> dict:
     base = min(spinners(False)[0] for _ in range(2))
     runs = sorted(spinners(True) for _ in range(3))           # the median run, by the spinners' loss
     spun, w = runs[1]
-    return {"size_B": float(n * world), "writers_alone_s": alone, "writers_beside_s": w,
+    return {"size_B": float(n * world), "writers_alone_s": alone,
+            "writers_cpu_s": statistics.median(c for _, c in runs), "writers_beside_s": w,
             "loss_s": max(0.0, spun - base)}
 
 
@@ -428,6 +451,10 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
     if t.beside_write_s_per_B is not None:
         writers, loss = t.beside_write_s_per_B * total, t.beside_loss_s_per_B * total
         out["terms"].update(beside_write_s=writers, beside_loss_s=loss)
+    if t.writer_cpu_s_per_B is not None:         # every CPU second the writers take, a rank on a busy core loses
+        cpu = t.writer_cpu_s_per_B * total
+        loss = max(0.0, cpu - max(0, c - n) * writers) / min(n, c)
+        out["terms"].update(writer_cpu_s=cpu, writer_loss_s=loss)
     out["concurrent"] = {"stall_s": stall, "durable_s": stall + writers + 2 * t.sync_s + lat,
                          "overhead_s": stall + loss}
     if t.torch_crc_Bps:
