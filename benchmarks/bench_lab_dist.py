@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -120,14 +121,20 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
 def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
     from mlsysim.lab.distributed import predict, terms
     from mlsysim.lab.distributed.restore import config_for
-    from mlsysim.lab.distributed.launcher import launch, run_distributed
+    from mlsysim.lab.distributed.launcher import LaunchError, launch, run_distributed
     cfg = config_for(size_B, 32, layers, NODE_LOSS_STEPS)
     say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: the job's start")
     start = terms.start_s(launch, nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
-    say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: a node lost")
-    r = run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent", steps=NODE_LOSS_STEPS,
-                        every=NODE_LOSS_EVERY,
-                        d_model=cfg.d_model, layers=layers)
+    for attempt in (1, 2):          # a rendezvous that times out once does not throw away the run's points
+        say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: a node lost (attempt {attempt})")
+        try:
+            r = run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent", steps=NODE_LOSS_STEPS,
+                                every=NODE_LOSS_EVERY, d_model=cfg.d_model, layers=layers)
+            break
+        except LaunchError as e:
+            if attempt == 2:
+                raise
+            say(f"   failed, launched again: {e}")
     naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
         t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B)))
     refined = terms.refined_recovery(dataclasses.replace(t, start_s=start), cfg.state_B)
@@ -137,7 +144,7 @@ def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
             "storage_bytes_read_per_rank": list(r.storage_bytes_read_per_rank),
             "peer_bytes_per_rank": list(r.peer_bytes_per_rank), "recovery_phases_s": r.recovery_phases_s,
             "recovery_storage_phases_s": r.recovery_storage_phases_s, "downtime_s": list(r.downtime_s),
-            "start_s": start,
+            "start_s": start, "attempts": attempt,
             "predicted": {"naive": {"peer_memory_s": naive.peer_memory_s, "storage_s": naive.storage_s},
                           "refined": refined}}
 
@@ -160,6 +167,8 @@ def main(argv=None) -> int:
     import torch
     from mlsysim.lab.floors import machine_facts
     measured = {(n, s): _point(n, s, a.layers, say) for n in worlds for s in sizes}
+    if a.json:                                            # the points, kept should a later stage fail
+        Path(a.json + ".points").write_text(json.dumps([q for q, _ in measured.values()], indent=1) + "\n")
     losses = [_node_loss(n, max(sizes), a.layers, measured[n, max(sizes)][1], say) for n in worlds if n % 2 == 0]
     d = {"schema": "mlsysim.lab.dist-benchmark/2", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)),
          "command": "python benchmarks/bench_lab_dist.py " + " ".join(argv or sys.argv[1:]),
