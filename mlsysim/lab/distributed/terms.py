@@ -73,7 +73,11 @@ for S / W and S / r (a single reader or writer keeps W and r).
   Where u was measured, the writers' CPU time u S stands for N R (1/k + 1/p): the training loses
   u S / C (N >= C ranks keep every core busy, so each second of CPU a writer takes is a second a rank
   loses, and the job advances at the pace of its C cores; with N < C, the C - N free cores first take
-  what they can in the writers' time, and the N ranks lose the rest over their N cores);
+  what they can in the writers' time, and the N ranks lose the rest over their N cores). This is an
+  upper bound: ranks that wait in a collective leave cycles that the writers take for nothing, and on a
+  virtual machine the kernel's time includes the host's work of backing new pages, which stalls only
+  the writer's own virtual CPU. It replaces the busy processes' loss, a difference of two timings of
+  a few tenths of a second, whose noise can exceed the loss itself;
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
   and scattered, metadata, the files' ``fsync``); overhead = stall + N R (1/t + 1/p) / C; without
