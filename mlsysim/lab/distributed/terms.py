@@ -73,11 +73,10 @@ for S / W and S / r (a single reader or writer keeps W and r).
   Where u was measured, the writers' CPU time u S stands for N R (1/k + 1/p): the training loses
   u S / C (N >= C ranks keep every core busy, so each second of CPU a writer takes is a second a rank
   loses, and the job advances at the pace of its C cores; with N < C, the C - N free cores first take
-  what they can in the writers' time, and the N ranks lose the rest over their N cores). This is an
-  upper bound: ranks that wait in a collective leave cycles that the writers take for nothing, and on a
-  virtual machine the kernel's time includes the host's work of backing new pages, which stalls only
-  the writer's own virtual CPU. It replaces the busy processes' loss, a difference of two timings of
-  a few tenths of a second, whose noise can exceed the loss itself;
+  what they can in the writers' time, and the N ranks lose the rest over their N cores). Ranks that
+  wait in a collective leave cycles that the writers take for nothing, so the loss can be smaller. It
+  replaces the busy processes' loss, a difference of two timings of a few tenths of a second, whose
+  noise can exceed the loss itself;
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
   and scattered, metadata, the files' ``fsync``); overhead = stall + N R (1/t + 1/p) / C; without
@@ -365,11 +364,11 @@ def beside(directory, size_B: float, world: int) -> dict:
             th.join()
         return time.perf_counter() - t0
 
-    runs = []
+    timed = []                                   # (seconds, CPU seconds) of each write alone
     for _ in range(5):
         c0 = cpu_s()
-        runs.append((writers(), cpu_s() - c0))
-    alone = min(w for w, _ in runs)
+        timed.append((writers(), cpu_s() - c0))
+    alone = min(w for w, _ in timed)
     t0 = time.perf_counter()
     _spin(10 ** 6, ctx.SimpleQueue())
     k = int(3 * max(alone, 0.05) / ((time.perf_counter() - t0) / 10 ** 6)) + 1
@@ -390,7 +389,7 @@ def beside(directory, size_B: float, world: int) -> dict:
     runs = sorted(spinners(True) for _ in range(3))           # the median run, by the spinners' loss
     spun, w = runs[1]
     return {"size_B": float(n * world), "writers_alone_s": alone,
-            "writers_cpu_s": statistics.median(c for _, c in runs), "writers_beside_s": w,
+            "writers_cpu_s": statistics.median(c for _, c in timed), "writers_beside_s": w,
             "loss_s": max(0.0, spun - base)}
 
 
