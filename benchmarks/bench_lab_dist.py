@@ -65,7 +65,7 @@ def _torch_crc_Bps(size_B: float, repeats: int = 3) -> float:
 def _engine(run, naive: dict, refined: dict) -> dict:
     return {"stall_s": run.stall_s, "durable_s": run.durable_s, "stalls_s": list(run.stalls_s),
             "durables_s": list(run.durables_s), "overhead_s": run.overhead_s, "overheads_s": list(run.overheads_s),
-            "plain_step_s": run.plain_step_s, "predicted": {"naive": naive, "refined": refined}}
+            "plain_step_s": run.plain_step_s, "plain_step_cpu_s": run.plain_step_cpu_s, "predicted": {"naive": naive, "refined": refined}}
 
 
 def _scheme(s, refined_s: float) -> dict:
@@ -99,8 +99,11 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     t = terms.measure_terms(nproc, cfg.state_B, bcast_Bps=rest.gloo["bcast_Bps"],
                             bcast_state_Bps=rest.gloo.get("bcast_state_Bps"), pair_Bps=rest.gloo["pair_Bps"],
                             latency_s=rest.gloo["latency_s"], dcp_stall_s=rest.gloo["dcp_stall_s"],
-                            dcp_durable_s=rest.gloo["dcp_durable_s"],
-                            own_stall_s=rest.gloo["own_stall_s"], torch_crc_Bps=_torch_crc_Bps(cfg.state_B / nproc),
+                            dcp_durable_s=rest.gloo["dcp_durable_s"], own_stall_s=rest.gloo["own_stall_s"],
+                            dcp_overhead_s=rest.gloo.get("dcp_overhead_s"),
+                            own_overhead_s=rest.gloo.get("own_overhead_s"),
+                            torch_crc_Bps=_torch_crc_Bps(cfg.state_B / nproc),
+                            busy_share=conc.plain_step_cpu_s / conc.plain_step_s if conc.plain_step_cpu_s else None,
                             torch_fresh_Bps=terms.parallel_torch_fresh_Bps(cfg.state_B, nproc))
     naive_m = predict.dist_machine(t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B))
     step_s = conc.plain_step_s

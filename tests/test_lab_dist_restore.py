@@ -146,6 +146,8 @@ def test_the_probe_times_gloo_and_the_states_broadcast_into_new_tensors(run):
                                                           "dcp_stall_s", "dcp_durable_s", "own_stall_s"))
     # the fixed costs, measured on the job at its smallest width: well under a second, DCP's durable after its stall
     assert g["own_stall_s"] < 1 and g["dcp_stall_s"] < g["dcp_durable_s"] < 5
+    # each engine's fixed cost to the training steps beside a save: a difference of two timings, finite, small
+    assert all(-1 < g[k] < 5 for k in ("dcp_overhead_s", "own_overhead_s"))
     # the DDP job's own tensors, all of them: the weights and AdamW's two moments, 12 B per parameter; once
     # after every round of restores, the rate from their median
     assert g["state_bcast_B"] == pytest.approx(r.state_B, rel=0.01) and len(g["state_bcast_rounds_s"]) == 3

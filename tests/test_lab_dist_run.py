@@ -164,4 +164,5 @@ def test_plain_steps_first_then_the_overhead_per_checkpoint(tmp_path):
     assert r.plain_steps == 4 and len(r.stalls_s) == len(r.durables_s) == 2
     assert shards.global_steps(tmp_path / "reference") == [6, 8]
     assert r.plain_step_s > 0 and len(r.overheads_s) == 1 and r.overhead_s == r.overheads_s[0]
+    assert 0 < r.plain_step_cpu_s < 4 * r.plain_step_s          # the rank's CPU time in a plain step, all threads
     assert r.to_dict()["overheads_s"] == list(r.overheads_s)

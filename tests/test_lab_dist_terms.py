@@ -33,6 +33,17 @@ def test_the_job_worked_numbers():
     # this package's fixed cost per save, 10 ms: in the stall and in everything built on it
     fixed = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01, own_stall_s=0.01), 1e9)
     assert all(round(fixed["concurrent"][k] - c[k], 6) == 0.01 for k in ("stall_s", "durable_s", "overhead_s"))
+    # each engine's fixed cost to the training steps beside a save (its background work's included), where
+    # measured: 50 ms for this package's, 0.1 s for DCP's, in place of the fixed stall in the overhead only
+    probe = dict(torch_crc_Bps=4e9, sync_s=0.01, own_stall_s=0.01, dcp_stall_s=0.02)
+    stalls = terms.refined_job(dataclasses.replace(T, **probe), 1e9)
+    costs = terms.refined_job(dataclasses.replace(T, **probe, own_overhead_s=0.05, dcp_overhead_s=0.1), 1e9)
+    assert round(costs["concurrent"]["overhead_s"] - stalls["concurrent"]["overhead_s"], 6) == 0.04
+    assert round(costs["dcp-async"]["overhead_s"] - stalls["dcp-async"]["overhead_s"], 6) == 0.08
+    assert all(costs[e][k] == stalls[e][k] for e in ("concurrent", "dcp-async") for k in ("stall_s", "durable_s"))
+    # a fixed cost measured below the fixed stall (two noisy timings) leaves the stall's
+    noisy = terms.refined_job(dataclasses.replace(T, **probe, own_overhead_s=-0.01, dcp_overhead_s=0.0), 1e9)
+    assert noisy["concurrent"] == stalls["concurrent"] and noisy["dcp-async"] == stalls["dcp-async"]
     # staged into PyTorch's own new tensors at 2 GB/s (4 KB pages) instead of NumPy's 5 GB/s: 0.3 s more,
     # in the stall and everything built on it
     small = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01, torch_fresh_Bps=2e9), 1e9)
@@ -86,6 +97,7 @@ def test_the_restores_and_recoveries_worked_numbers():
     (lambda: dataclasses.replace(T, write_Bps=0.0), "write_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, bcast_state_Bps=0.0), "bcast_state_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, own_stall_s=-1.0), "own_stall_s must be a measured time"),
+    (lambda: dataclasses.replace(T, dcp_overhead_s=math.nan), "dcp_overhead_s must be a measured time"),
     (lambda: terms.overhead_per_checkpoint([], 2, 1), "plain must be an integer >= 2"),
     (lambda: terms.overhead_per_checkpoint([{"step": 5, "t": 1.0}], 2, 4), "no plain step was timed"),
     (lambda: terms.parallel_copy_Bps(0, 2), "size_B"),
@@ -110,6 +122,10 @@ def test_overhead_per_checkpoint_is_the_cycle_less_the_plain_steps():
     assert round(o["plain_step_s"], 6) == 0.2 and [round(x, 6) for x in o["overheads_s"]] == [0.2, 0.3]
     assert round(o["overhead_s"], 6) == 0.25                       # the median of two: their mean
     assert terms.overhead_per_checkpoint(ev[:6], 2, 4)["overhead_s"] is None   # no full cycle after a checkpoint
+    assert o["plain_step_cpu_s"] is None                              # no CPU time in the events
+    # the rank's CPU time (process_time) grows 0.15 s in each plain step: busy 3/4 of a 0.2 s step
+    busy = [{**e, "cpu": 0.15 * e["step"] + (0.5 if e["step"] > 5 else 0.0)} for e in ev]
+    assert round(terms.overhead_per_checkpoint(busy, 2, 4)["plain_step_cpu_s"], 6) == 0.15
 
 
 def test_with_four_steps_between_checkpoints_each_cycle_has_its_own_baseline():
@@ -153,10 +169,62 @@ def test_the_writers_cpu_time_is_what_the_training_loses():
         dataclasses.replace(T, writer_cpu_s_per_B=0.0)
 
 
+def test_the_writers_cpu_time_after_the_host_took_memory_back_counts_once_the_gap_is_long():
+    # u = 1 ns/B back to back, u_h = 2.5 ns/B after a wait: 1 GB on 2 cores loses 0.5 s or 1.25 s; the
+    # page-cache write into memory taken back (h = 1 GB/s against p = 4 GB/s) is 0.375 s more per rank's 0.5 GB
+    t = dataclasses.replace(T, torch_crc_Bps=4e9, reclaimed_write_Bps=1e9, writer_cpu_s_per_B=1e-9,
+                            writer_cpu_reclaimed_s_per_B=2.5e-9)
+    near, far = terms.refined_job(t, 1e9, gap_s=1.0), terms.refined_job(t, 1e9, gap_s=terms.RECLAIM_DELAY_S)
+    assert round(near["terms"]["writer_loss_s"], 3) == 0.5 and round(far["terms"]["writer_loss_s"], 3) == 1.25
+    assert round(far["concurrent"]["overhead_s"] - near["concurrent"]["overhead_s"], 3) == 0.75
+    # DCP: its loss takes u_h too, and the reclaimed write's 0.375 s per rank is not counted a second time;
+    # the durable time still holds it (x share(4 threads, 2 cores) = 2)
+    tc_extra = 2 * (0.5 / 4 - 0.5 / 20) / 2                       # torch.save's CRC-32 over 2 cores: 0.1 s
+    assert round(far["dcp-async"]["overhead_s"] - far["concurrent"]["overhead_s"]
+                 - (far["dcp-async"]["stall_s"] - far["concurrent"]["stall_s"]), 3) == round(tc_extra, 3)
+    dur = far["dcp-async"]["durable_s"] - near["dcp-async"]["durable_s"]
+    assert round(dur, 3) == round(2 * (0.5 / 1 - 0.5 / 4), 3)
+    without = terms.refined_job(dataclasses.replace(t, writer_cpu_reclaimed_s_per_B=None), 1e9, gap_s=5.0)
+    assert round(without["terms"]["writer_loss_s"], 3) == 0.5      # u, and the reclaimed write in DCP's loss
+    # without u_h, DCP's overhead holds u's 0.5 s and the reclaimed write (2 x 0.375 s over 2 cores)
+    assert round(without["dcp-async"]["overhead_s"] - far["dcp-async"]["overhead_s"], 3) == round(
+        (0.5 + 0.375) - 1.25, 3)
+    with pytest.raises(MlsysimError, match="writer_cpu_reclaimed_s_per_B must be"):
+        dataclasses.replace(T, writer_cpu_reclaimed_s_per_B=-1e-9)
+
+
+def test_the_cores_ranks_leave_idle_take_what_they_can_of_what_the_writes_take():
+    # u = 1 ns/B: 1 GB takes 1.0 s of CPU; each of 2 busy processes lost 0.8 ns/B on average beside the
+    # writers: the writes take 2 x 0.8 = 1.6 core-seconds from the work beside them
+    t = dataclasses.replace(T, torch_crc_Bps=4e9, beside_write_s_per_B=0.5e-9, beside_loss_s_per_B=0.1e-9,
+                            writer_cpu_s_per_B=1e-9, beside_mean_loss_s_per_B=0.8e-9)
+    busy = terms.refined_job(t, 1e9)
+    assert round(busy["terms"]["writer_taken_s"], 3) == 1.6 and round(busy["terms"]["writer_loss_s"], 3) == 0.8
+    # ranks busy 3/4 of the time leave 2 - 2 x 0.75 = 0.5 cores idle for the writers' 0.5 s: 0.25 core-seconds
+    idle = terms.refined_job(dataclasses.replace(t, busy_share=0.75), 1e9)
+    assert round(idle["terms"]["idle_taken_s"], 3) == 0.25
+    assert round(idle["terms"]["writer_loss_s"], 3) == round((1.6 - 0.25) / 2, 3)
+    assert round(busy["concurrent"]["overhead_s"] - idle["concurrent"]["overhead_s"], 3) == 0.125
+    # after the gap, the re-backed pages' accounted CPU (u_h - u = 1.5 ns/B) comes on top of the spinners' loss
+    back = terms.refined_job(dataclasses.replace(t, writer_cpu_reclaimed_s_per_B=2.5e-9), 1e9, gap_s=3.0)
+    assert round(back["terms"]["writer_taken_s"], 3) == 3.1
+    # ranks that never compute leave every core to the writers: no loss
+    assert terms.refined_job(dataclasses.replace(t, busy_share=0.0, beside_write_s_per_B=1e-9), 1e9)[
+        "terms"]["writer_loss_s"] == 0.0
+    with pytest.raises(MlsysimError, match="busy_share must be a measured value"):
+        dataclasses.replace(T, busy_share=-0.5)
+
+
 def test_writers_beside_busy_processes_measured(tmp_path):
-    b = terms.beside(tmp_path, 2e6, 2)
+    b = terms.beside(tmp_path, 2e6, 2, reclaim_wait_s=0.05)
     assert b["size_B"] == 2e6 and b["writers_alone_s"] > 0 and b["writers_beside_s"] > 0 and b["loss_s"] >= 0
     assert 0 < b["writers_cpu_s"] < 10                      # the kernel's accounting: some CPU, and not minutes
+    assert 0 < b["writers_cpu_reclaimed_s"] < 10 and 0 <= b["mean_loss_s"] < 10
+    assert terms.beside(tmp_path, 2e6, 2, reclaimed=0)["writers_cpu_reclaimed_s"] is None
+    with pytest.raises(MlsysimError, match="reclaimed must be an integer"):
+        terms.beside(tmp_path, 2e6, 2, reclaimed=-1)
+    with pytest.raises(MlsysimError, match="reclaim_wait_s must be a time"):
+        terms.beside(tmp_path, 2e6, 2, reclaim_wait_s=math.inf)
 
 
 def test_measured_terms_are_rates_of_this_machine(tmp_path):
@@ -165,7 +233,8 @@ def test_measured_terms_are_rates_of_this_machine(tmp_path):
     for k in ("copy_Bps", "parallel_copy_Bps", "parallel_fresh_Bps", "crc_Bps", "cache_write_Bps", "write_Bps",
               "shared_write_Bps", "shared_read_Bps", "same_read_Bps", "reclaimed_write_Bps"):
         assert 1e6 < getattr(t, k) < 1e13
-    for k in ("beside_write_s_per_B", "beside_loss_s_per_B", "writer_cpu_s_per_B"):
+    for k in ("beside_write_s_per_B", "beside_loss_s_per_B", "writer_cpu_s_per_B", "writer_cpu_reclaimed_s_per_B",
+              "beside_mean_loss_s_per_B"):
         assert 0 <= getattr(t, k) < 1e-6                           # seconds per byte
     assert set(t.to_dict()) >= {"crc_Bps", "parallel_copy_Bps", "sync_s", "pair_Bps", "start_s"}
 

@@ -575,6 +575,7 @@ class DistributedRun:
     prepare_s: float | None = None
     plain_steps: int = 0
     plain_step_s: float | None = None
+    plain_step_cpu_s: float | None = None
     overheads_s: tuple = ()
     overhead_s: float | None = None
 
@@ -640,7 +641,7 @@ def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory:
     """The uninterrupted run, launched or ``reference``'s: ({step: loss}, its fields of the record, events or None)."""
     if reference is not None:
         names = ("stall_s", "durable_s", "stalls_s", "durables_s", "prepare_s", "memory_s", "memory_stall_s",
-                 "plain_step_s", "overheads_s", "overhead_s")
+                 "plain_step_s", "plain_step_cpu_s", "overheads_s", "overhead_s")
         return dict(enumerate(reference.reference_losses, start=1)), {k: getattr(reference, k) for k in names}, None
     ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=None if root is None
                  else root / "reference", **kw)

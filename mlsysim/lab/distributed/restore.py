@@ -18,7 +18,7 @@ checkpoint's pages from the page cache, and restores:
 
 With ``--probe-B B`` the job first times gloo (a broadcast and point-to-point transfers of B bytes,
 a small collective: :func:`mlsysim.lab.distributed.terms.gloo_probe`) and each engine's fixed cost per
-save, on the job at its smallest width (:func:`~mlsysim.lab.distributed.terms.engine_probe`), and after
+save, on the job at its smallest width (:func:`~mlsysim.lab.distributed.probes.engine_probe`), and after
 every round of restores, in DDP mode, the broadcast of the job's own tensors into tensors the receivers
 allocate (:func:`~mlsysim.lab.distributed.terms.state_bcast_s`): the terms of the refined model.
 
@@ -341,7 +341,8 @@ def main(argv=None) -> int:
     group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))
     base = Path(a.dir)
     if a.probe_B > 0:
-        from .terms import engine_probe, gloo_probe, state_bcast_s
+        from .probes import engine_probe
+        from .terms import gloo_probe, state_bcast_s
         probe = {**gloo_probe(group, a.probe_B), **engine_probe(group, base / "engine-probe", a.layers)}
     modes = [m for m in MODES if any(SCHEME_MODE[s] == m for s in schemes)]
     jobs, expected, saved = {}, {}, {}

@@ -27,15 +27,23 @@ timings in the same run):
         receivers allocate just before (their faults inside)    per restore round, in the restore job)
   q     gloo's point-to-point rate, N/2 pairs at once           :func:`gloo_probe` (in the restore job)
   l     a small collective of gloo (``all_gather_object``)      :func:`gloo_probe` (best of 5)
-  d     ``dcp.async_save`` of the job at its smallest width:    :func:`engine_probe` (best of 3)
-        its call (d_s) and until durable (d_d), bytes aside
-  o     this package's ``save`` of the same, its call           :func:`engine_probe` (best of 3)
+  d     ``dcp.async_save`` of the job at its smallest width:    :func:`.probes.engine_probe` (median 5)
+        its call (d_s), until durable (d_d) and its cost to
+        the training steps beside it (d_o), bytes aside
+  o     this package's ``save`` of the same, its call (o) and   :func:`.probes.engine_probe` (median 5)
+        its cost to the steps beside it (o_o)
   z     a small durable write (commit record: write, fsync,     :func:`measure_terms` (median of 5)
         rename, fsync of the directory)
   B     N durable writers beside N busy processes: the          :func:`beside` (per byte)
         writers' seconds and the busy work's loss
   u     the CPU time of N durable writers, user and kernel, as   :func:`beside` (per byte, median of 5)
         the kernel accounts it (page cache, writeback included)
+  u_h   the same, each write after the host has taken back     :func:`beside` (per byte, median of 3)
+        the memory the last one freed (as h for p)
+  m     what each of N busy processes loses, on average, while  :func:`beside` (per byte, median of 5)
+        the N writers run beside them
+  ρ     a rank's CPU time in a training step without            the job's own plain steps
+        checkpoints, over the step's seconds (its busy share)   (:func:`overhead_per_checkpoint`)
   T     process start and rendezvous of a torchrun job          :func:`start_s` (to the resume event)
 ======  ======================================================  =====================================
 
@@ -65,8 +73,9 @@ for S / W and S / r (a single reader or writer keeps W and r).
 * concurrent: stall = N R / c_N + o (the copy, then this package's fixed cost per call); durable =
   stall + R (1/k + 1/p) share(2N) + S / W + 2 z + l (each writer's CPU work, slowed by the training
   beside it, then the disk's writeback, the rank's commit record and the global commit, the shard
-  records gathered); overhead per checkpoint = stall +
-  N R (1/k + 1/p) / C (the writers' CPU time taken from training). Where :func:`beside` was measured,
+  records gathered); overhead per checkpoint = N R / c_N + max(o, o_o) +
+  N R (1/k + 1/p) / C (the copy, the engine's fixed cost to the training, the writers' CPU time taken
+  from it). Where :func:`beside` was measured,
   the writers' seconds beside N busy processes (B, per byte, times S) stand for the writers' CPU work
   and the disk's write, and the busy work's loss (per byte, times S) for N R (1/k + 1/p) / C: they hold
   the kernel's own work for the writes (page allocation, writeback), which no one-thread rate shows.
@@ -76,13 +85,22 @@ for S / W and S / r (a single reader or writer keeps W and r).
   what they can in the writers' time, and the N ranks lose the rest over their N cores). Ranks that
   wait in a collective leave cycles that the writers take for nothing, so the loss can be smaller. It
   replaces the busy processes' loss, a difference of two timings of a few tenths of a second, whose
-  noise can exceed the loss itself;
+  noise can exceed the loss itself. Where the gap between checkpoints is at least
+  :data:`RECLAIM_DELAY_S`, u_h stands for u: the pages each write frees have gone back to the host
+  before the next checkpoint, whose writers take them again. The writes take more from the work beside
+  them than the CPU time the guest accounts to them (the host's work for the disk and for the pages,
+  the caches): where m was measured, the core-seconds they take are m S min(N, C) (+ (u_h − u) S
+  after the gap), in place of u S. Ranks are not busy all the time (they wait in collectives): with
+  ρ measured, the C − N ρ cores they leave idle take what they can in the writers' seconds, and
+  loss = max(0, taken − max(0, C − N ρ) x writers) / min(N, C) (ρ = 1 where not measured);
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
-  and scattered, metadata, the files' ``fsync``); overhead = stall + N R (1/t + 1/p) / C; without
-  :func:`engine_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap between checkpoints is at least
-  :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs R (1/h − 1/p) more, in the
-  durable time (times share(2N)) and in the overhead (N R (1/h − 1/p) / C);
+  and scattered, metadata, the files' ``fsync``); overhead = N R / F_N + max(d_s, d_o) +
+  N R (1/t + 1/p) / C (d_o: what the save's fixed work, its background thread's included, takes from
+  the steps beside it); without :func:`~.probes.engine_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap
+  between checkpoints is at least :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs
+  R (1/h − 1/p) more, in the durable time (times share(2N)) and in the overhead (N R (1/h − 1/p) / C,
+  which u_h holds already where it stands for u);
 * sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load);
 * broadcast restore: S / r + S (1/k + a) + S / g_s + R N / c_N (rank 0 reads and verifies, then gloo
   into the tensors the receivers allocate for it: their pages are new, and each one faults in while
@@ -176,6 +194,11 @@ class Terms:
     own_stall_s: float | None = None
     bcast_state_Bps: float | None = None
     writer_cpu_s_per_B: float | None = None
+    writer_cpu_reclaimed_s_per_B: float | None = None
+    dcp_overhead_s: float | None = None
+    own_overhead_s: float | None = None
+    beside_mean_loss_s_per_B: float | None = None
+    busy_share: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -192,9 +215,18 @@ class Terms:
         if self.own_stall_s is not None and not (isinstance(self.own_stall_s, (int, float))
                                                  and 0 <= self.own_stall_s < math.inf):
             raise MlsysimError(f"own_stall_s must be a measured time >= 0 s or None, got {self.own_stall_s!r}")
-        u = self.writer_cpu_s_per_B
-        if u is not None and not (isinstance(u, (int, float)) and 0 < u < math.inf):
-            raise MlsysimError(f"writer_cpu_s_per_B must be measured CPU seconds per byte > 0 or None, got {u!r}")
+        for k in ("dcp_overhead_s", "own_overhead_s"):       # a difference of two timings: noise may make it < 0
+            v = getattr(self, k)
+            if v is not None and not (isinstance(v, (int, float)) and -math.inf < v < math.inf):
+                raise MlsysimError(f"{k} must be a measured time in seconds or None, got {v!r}")
+        for k in ("beside_mean_loss_s_per_B", "busy_share"):
+            v = getattr(self, k)
+            if v is not None and not (isinstance(v, (int, float)) and 0 <= v < math.inf):
+                raise MlsysimError(f"{k} must be a measured value >= 0 or None, got {v!r}")
+        for k in ("writer_cpu_s_per_B", "writer_cpu_reclaimed_s_per_B"):
+            u = getattr(self, k)
+            if u is not None and not (isinstance(u, (int, float)) and 0 < u < math.inf):
+                raise MlsysimError(f"{k} must be measured CPU seconds per byte > 0 or None, got {u!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -259,7 +291,7 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
     the floors, ``rounds`` more write + ``fsync`` timings (the disk's rate is their median), the
     aggregate copies of ``world`` threads, the page-cache write into memory freed ``reclaim_wait_s``
     before (:func:`reclaimed_write_Bps`). ``measured``: terms measured elsewhere (``bcast_Bps``,
-    ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``)."""
+    ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``, ``busy_share``)."""
     from ..floors import measure_floors, write_once
     check_integer("world", world)
     check_positive("size_B", size_B)
@@ -270,7 +302,7 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
         times = [write_once(os.path.join(tmp, f"w{i}.bin"), data) for i in range(rounds)]
         sync = statistics.median(_small_durable_s(Path(tmp) / f"c{i}.json") for i in range(5))
         shared_w, shared_r, same_r = shared_disk(tmp, size, world, rounds)
-        b = beside(tmp, size, world)
+        b = beside(tmp, size, world, reclaim_wait_s=reclaim_wait_s)
         reclaimed = reclaimed_write_Bps(tmp, size, wait_s=reclaim_wait_s)
     return Terms(cores=os.cpu_count() or 1, world=world, copy_Bps=f.copy_Bps,
                  parallel_copy_Bps=parallel_copy_Bps(size, world),
@@ -279,6 +311,8 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
                  read_cold_Bps=f.read_cold_Bps, sync_s=sync, shared_write_Bps=shared_w, shared_read_Bps=shared_r,
                  same_read_Bps=same_r, beside_write_s_per_B=b["writers_beside_s"] / b["size_B"],
                  beside_loss_s_per_B=b["loss_s"] / b["size_B"], writer_cpu_s_per_B=b["writers_cpu_s"] / b["size_B"],
+                 writer_cpu_reclaimed_s_per_B=b["writers_cpu_reclaimed_s"] / b["size_B"],
+                 beside_mean_loss_s_per_B=b["mean_loss_s"] / b["size_B"],
                  reclaimed_write_Bps=reclaimed, **measured)
 
 
@@ -333,19 +367,27 @@ def _spin(k: int, out) -> None:
     out.put(time.perf_counter() - t0)
 
 
-def beside(directory, size_B: float, world: int) -> dict:
+def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM_WAIT_S, reclaimed: int = 3) -> dict:
     """N (``world``) threads each write ``size_B / world`` bytes durably (:func:`mlsysim.lab.store.write_durable`:
-    CRC-32, 16 MB writes, writeback, ``fsync``) alone, then beside ``world`` processes that each spin
-    (pure Python, one core each) for three times that long (the median of three). Returns ``writers_alone_s``
-    (the best of five alone), ``writers_cpu_s`` (their CPU time alone, user and kernel, as ``getrusage``
-    accounts it to this process: the median of the five), ``writers_beside_s`` (the writers' seconds with
-    the spinners beside them), ``loss_s`` (how much longer the slowest spinner took than alone) and
-    ``size_B``: what N ranks training and N writers on this machine's cores do to each other, the
-    kernel's work for the writes included."""
+    CRC-32, 16 MB writes, writeback, ``fsync``) alone, five times in a row, then ``reclaimed`` times more,
+    each after ``reclaim_wait_s`` idle (as a job's checkpoints come, the gap between them long enough for
+    the host to take back the memory the last write freed), then beside ``world`` processes that each
+    spin (pure Python, one core each) for three times that long (the median of five). Returns
+    ``writers_alone_s`` (the best of the five alone), ``writers_cpu_s`` (their CPU time alone, user and
+    kernel, as ``getrusage`` accounts it to this process: the median of the five),
+    ``writers_cpu_reclaimed_s`` (the same of the writes after the wait, the median; None where
+    ``reclaimed`` is 0), ``writers_beside_s`` (the writers' seconds with the spinners beside them),
+    ``loss_s`` (how much longer the slowest spinner took than alone), ``mean_loss_s`` (the same of the
+    spinners' mean: what each lost, on average) and ``size_B``: what N ranks training and N writers on
+    this machine's cores do to each other, the kernel's and the host's work for the writes included."""
     import multiprocessing
     import resource
     from ..store import write_durable
     check_integer("world", world)
+    if type(reclaimed) is not int or reclaimed < 0:
+        raise MlsysimError(f"reclaimed must be an integer >= 0 (writes timed after a wait), got {reclaimed!r}")
+    if not (0 <= reclaim_wait_s < math.inf):
+        raise MlsysimError(f"reclaim_wait_s must be a time >= 0 s, got {reclaim_wait_s!r}")
     n = max(int(size_B) // world, 1)
     data = np.full(n, 7, dtype=np.uint8)
     ctx = multiprocessing.get_context("fork")
@@ -369,28 +411,37 @@ def beside(directory, size_B: float, world: int) -> dict:
         c0 = cpu_s()
         timed.append((writers(), cpu_s() - c0))
     alone = min(w for w, _ in timed)
+    after_wait = []                              # CPU seconds of each write into memory the host took back
+    for _ in range(reclaimed):
+        time.sleep(reclaim_wait_s)
+        c0 = cpu_s()
+        writers()
+        after_wait.append(cpu_s() - c0)
     t0 = time.perf_counter()
     _spin(10 ** 6, ctx.SimpleQueue())
     k = int(3 * max(alone, 0.05) / ((time.perf_counter() - t0) / 10 ** 6)) + 1
 
-    def spinners(with_writers: bool) -> tuple[float, float | None]:
+    def spinners(with_writers: bool) -> tuple[float, float, float | None]:
         q = ctx.SimpleQueue()
         procs = [ctx.Process(target=_spin, args=(k, q)) for _ in range(world)]
         for pr in procs:
             pr.start()
         time.sleep(0.05)                                   # the spinners run before the writers start
         w = writers() if with_writers else None
-        spun = max(q.get() for _ in procs)
+        spun = [q.get() for _ in procs]
         for pr in procs:
             pr.join()
-        return spun, w
+        return max(spun), statistics.mean(spun), w
 
-    base = min(spinners(False)[0] for _ in range(2))
-    runs = sorted(spinners(True) for _ in range(3))           # the median run, by the spinners' loss
-    spun, w = runs[1]
+    bases = [spinners(False) for _ in range(2)]
+    runs = sorted(spinners(True) for _ in range(5))           # the median run, by the slowest spinner's loss
+    slowest, _, w = runs[2]
+    mean_base = min(b[1] for b in bases)
     return {"size_B": float(n * world), "writers_alone_s": alone,
-            "writers_cpu_s": statistics.median(c for _, c in timed), "writers_beside_s": w,
-            "loss_s": max(0.0, spun - base)}
+            "writers_cpu_s": statistics.median(c for _, c in timed),
+            "writers_cpu_reclaimed_s": statistics.median(after_wait) if after_wait else None, "writers_beside_s": w,
+            "loss_s": max(0.0, slowest - min(b[0] for b in bases)),
+            "mean_loss_s": max(0.0, statistics.median(r[1] for r in runs) - mean_base)}
 
 
 def reclaimed_write_Bps(directory, size_B: float, repeats: int = 2, wait_s: float = RECLAIM_WAIT_S) -> float:
@@ -454,25 +505,35 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
     if t.beside_write_s_per_B is not None:
         writers, loss = t.beside_write_s_per_B * total, t.beside_loss_s_per_B * total
         out["terms"].update(beside_write_s=writers, beside_loss_s=loss)
+    taken_back = gap_s >= RECLAIM_DELAY_S         # the memory the last checkpoint freed is the host's again
+    u_back = taken_back and t.writer_cpu_reclaimed_s_per_B is not None
     if t.writer_cpu_s_per_B is not None:         # every CPU second the writers take, a rank on a busy core loses
-        cpu = t.writer_cpu_s_per_B * total
-        loss = max(0.0, cpu - max(0, c - n) * writers) / min(n, c)
-        out["terms"].update(writer_cpu_s=cpu, writer_loss_s=loss)
+        cpu = (t.writer_cpu_reclaimed_s_per_B if u_back else t.writer_cpu_s_per_B) * total
+        taken = cpu                              # core-seconds the writes take from the work beside them
+        if t.beside_mean_loss_s_per_B is not None:
+            taken = t.beside_mean_loss_s_per_B * total * min(n, c) + cpu - t.writer_cpu_s_per_B * total
+        free = max(0.0, c - n * (1.0 if t.busy_share is None else t.busy_share))   # cores the ranks leave idle
+        loss = max(0.0, taken - free * writers) / min(n, c)
+        out["terms"].update(writer_cpu_s=cpu, writer_taken_s=taken, idle_taken_s=min(taken, free * writers),
+                            writer_loss_s=loss)
+    fixed_o = max(t.own_stall_s or 0.0, t.own_overhead_s or 0.0)     # the engine's fixed cost to training
     out["concurrent"] = {"stall_s": stall, "durable_s": stall + writers + 2 * t.sync_s + lat,
-                         "overhead_s": stall + loss}
+                         "overhead_s": copied / t.parallel_copy_Bps + fixed_o + loss}
     if t.torch_crc_Bps:
         tc = rank / t.torch_crc_Bps
         fixed_s = 2 * lat if t.dcp_stall_s is None else t.dcp_stall_s
         fixed_d = 2 * t.sync_s + lat if t.dcp_durable_s is None else t.dcp_durable_s
-        stall = copied / (t.torch_fresh_Bps or t.parallel_fresh_Bps) + fixed_s
+        copy = copied / (t.torch_fresh_Bps or t.parallel_fresh_Bps)
+        stall = copy + fixed_s
         out["terms"]["torch_crc_s"] = tc
-        extra = tc - k           # torch.save's CRC-32 in place of this package's
-        if t.reclaimed_write_Bps and gap_s >= RECLAIM_DELAY_S:     # its whole file cached, in memory taken back
+        extra = taken = tc - k           # torch.save's CRC-32 in place of this package's; taken: from training
+        if t.reclaimed_write_Bps and taken_back:     # its whole file cached, in memory taken back
             out["terms"]["reclaimed_write_s"] = rank / t.reclaimed_write_Bps
             extra += max(0.0, rank / t.reclaimed_write_Bps - p)
+            taken = taken if u_back else extra       # u measured after the wait holds the pages backed again
         out["dcp-async"] = {"stall_s": stall,
                             "durable_s": stall + writers + extra * share(2 * n, c) + fixed_d,
-                            "overhead_s": stall + loss + n * extra / c}
+                            "overhead_s": copy + max(fixed_s, t.dcp_overhead_s or 0.0) + loss + n * taken / c}
     return out
 
 
@@ -526,8 +587,10 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     ``every // 2``, the last before the next checkpoint (a background write done by then); a job whose
     steps drift (warming up, the machine's other load) biases no cycle against a baseline timed minutes
     before. With ``every`` < 4 the cycle is the ``every`` steps after the checkpoint, less ``every`` plain
-    steps (the median of the plain steps after the first). Returns ``plain_step_s``, ``overheads_s`` (one
-    per checkpoint with a full interval after it) and ``overhead_s`` (their median; None without any).
+    steps (the median of the plain steps after the first). Returns ``plain_step_s``, ``plain_step_cpu_s``
+    (the rank's CPU time in a plain step, all its threads, where the events hold ``cpu``, its
+    ``time.process_time()``; None otherwise), ``overheads_s`` (one per checkpoint with a full interval
+    after it) and ``overhead_s`` (their median; None without any).
 
     >>> ev = [{"step": s, "t": 0.1 * s + (0.05 if s > 6 else 0) + (0.03 if s > 8 else 0)} for s in range(1, 11)]
     >>> o = overhead_per_checkpoint(ev, every=2, plain=4)
@@ -547,13 +610,16 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     if not base:
         raise MlsysimError("no plain step was timed: the events hold no 't' of consecutive steps")
     step = statistics.median(base)
+    cpu = {e["step"]: e["cpu"] for e in events if "step" in e and "cpu" in e}
+    cpu_base = [cpu[s] - cpu[s - 1] for s in range(2, plain + 1) if s in cpu and s - 1 in cpu]
     ck = [s for s in sorted(t) if s > plain and s % every == 0 and s + every in t]
     if every >= 4:
         h = every // 2
         over = [(t[s + h] - t[s]) - (t[s + 2 * h] - t[s + h]) for s in ck]
     else:
         over = [t[s + every] - t[s] - every * step for s in ck]
-    return {"plain_step_s": step, "overheads_s": over, "overhead_s": statistics.median(over) if over else None}
+    return {"plain_step_s": step, "plain_step_cpu_s": statistics.median(cpu_base) if cpu_base else None,
+            "overheads_s": over, "overhead_s": statistics.median(over) if over else None}
 
 
 def start_s(launch, nproc: int, nodes: int = 1, d_model: int = 32, layers: int = 2, repeats: int = 1) -> float:
@@ -636,47 +702,3 @@ def job_prediction(events, world: int, mode: str, every: int, directory) -> dict
     step_s = statistics.median([e["step_s"] for e in events if "loss" in e and e.get("step_s") is not None])
     machine = measure_dist_machine(directory, size_B=16e6)
     return asdict(predict_job(12.0 * params, world, mode, machine, interval_s=every * step_s))
-
-
-def engine_probe(group, directory, layers: int, repeats: int = 3) -> dict:
-    """In a running gloo job (every rank calls it): each engine's fixed cost per save, measured on the
-    lab's FSDP job built at the smallest width (d_model 32, ``layers`` layers, one step trained): the
-    same tensors, DTensors and optimizer state as the job's, a few hundred kilobytes. ``dcp.async_save``
-    of its ``get_state_dict`` through the lab's :class:`~mlsysim.lab.pytorch.engines.DcpEngine` (on
-    ``group``, into ``directory``/dcp): ``dcp_stall_s``, until the call returns (the state dict
-    flattened, plans made, gathered and scattered, the staging copy), and ``dcp_durable_s``, until the
-    save is committed; this package's ``concurrent`` engine on the rank's shard (two buffers, one writer,
-    as the job runs it): ``own_stall_s``, until ``save`` returns (the layout, the copy, the hand-over to
-    the writer). The best of ``repeats`` each, after one untimed save of each engine (its first sets up
-    its buffers and threads)."""
-    import torch.distributed as dist
-    from ..engines import make_engine
-    from ..pytorch.engines import DcpEngine
-    from . import shards
-    from .worker import NEVER_PRUNE, Job, lab_config
-    rank, world = dist.get_rank(group), dist.get_world_size(group)
-    job = Job(lab_config(2, d_model=32, layers=layers), "fsdp")
-    job.step()
-    base = Path(directory)
-    dcp_engine = None
-    for i in range(world):           # one rank at a time: the engine probes the shared directory
-        if i == rank:
-            dcp_engine = DcpEngine(base / "dcp", keep=2, asynchronous=True, process_group=group)
-        dist.barrier(group=group)
-    own = make_engine("concurrent", shards.rank_dir(base / "own", rank), keep=NEVER_PRUNE, buffers=2, writers=1)
-    best = {"dcp_stall_s": math.inf, "dcp_durable_s": math.inf, "own_stall_s": math.inf}
-    try:
-        for step in range(1, repeats + 2):
-            dist.barrier(group=group)
-            stall = dcp_engine.save(step, job.dcp_state())
-            durable = dcp_engine.summary()[-1].durable_s      # waits for the save
-            state, _ = job.shard_state()
-            own_stall = own.save(step, state)
-            own.wait()
-            if step > 1:
-                for k, v in zip(best, (stall, durable, own_stall)):
-                    best[k] = min(best[k], v)
-    finally:
-        own.close()
-        dcp_engine.close()
-    return best

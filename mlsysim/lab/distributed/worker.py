@@ -740,7 +740,8 @@ def _train(r: _Rank, engine, memory_tier: MemoryTier | None) -> None:
         loss = job.step()
         s = job.step_count
         if r.rank == 0:
-            _say(step=s, loss=loss.hex(), step_s=time.perf_counter() - t_step, t=time.perf_counter())
+            _say(step=s, loss=loss.hex(), step_s=time.perf_counter() - t_step, t=time.perf_counter(),
+                 cpu=time.process_time())
         if s % a.every == 0 and s > a.plain_steps:
             _checkpoint(r, s, engine, memory_tier)
         locked("between", s)

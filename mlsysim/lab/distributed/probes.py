@@ -1,0 +1,101 @@
+"""Each engine's fixed costs, measured inside a running gloo job on the lab's FSDP job at its smallest
+width (no PyTorch import at module level): the terms d and o of :mod:`mlsysim.lab.distributed.terms`."""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from pathlib import Path
+
+from ...errors import check_integer
+
+
+def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
+    """In a running gloo job (every rank calls it): each engine's fixed cost per save, measured on the
+    lab's FSDP job built at the smallest width (d_model 32, ``layers`` layers, one step trained): the
+    same tensors, DTensors and optimizer state as the job's, a few hundred kilobytes. ``dcp.async_save``
+    of its ``get_state_dict`` through the lab's :class:`~mlsysim.lab.pytorch.engines.DcpEngine` (on
+    ``group``, into ``directory``/dcp): ``dcp_stall_s``, until the call returns (the state dict
+    flattened, plans made, gathered and scattered, the staging copy), and ``dcp_durable_s``, until the
+    save is committed; this package's ``concurrent`` engine on the rank's shard (two buffers, one writer,
+    as the job runs it): ``own_stall_s``, until ``save`` returns (the layout, the copy, the hand-over to
+    the writer). The median of ``repeats`` each (as the job's figures are medians), after one untimed
+    save of each engine (its first sets up its buffers and threads). Then each engine's fixed overhead
+    per save (``dcp_overhead_s``, ``own_overhead_s``): :func:`fixed_overhead_s`."""
+    import torch.distributed as dist
+    from ..engines import make_engine
+    from ..pytorch.engines import DcpEngine
+    from . import shards
+    from .worker import NEVER_PRUNE, Job, lab_config
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    job = Job(lab_config(1000, d_model=32, layers=layers), "fsdp")
+    job.step()
+    base = Path(directory)
+    dcp_engine = None
+    for i in range(world):           # one rank at a time: the engine probes the shared directory
+        if i == rank:
+            dcp_engine = DcpEngine(base / "dcp", keep=2, asynchronous=True, process_group=group)
+        dist.barrier(group=group)
+    own = make_engine("concurrent", shards.rank_dir(base / "own", rank), keep=NEVER_PRUNE, buffers=2, writers=1)
+    timed = {"dcp_stall_s": [], "dcp_durable_s": [], "own_stall_s": []}
+    try:
+        for step in range(1, repeats + 2):
+            dist.barrier(group=group)
+            stall = dcp_engine.save(step, job.dcp_state())
+            durable = dcp_engine.summary()[-1].durable_s      # waits for the save
+            state, _ = job.shard_state()
+            own_stall = own.save(step, state)
+            own.wait()
+            if step > 1:
+                for k, v in zip(timed, (stall, durable, own_stall)):
+                    timed[k].append(v)
+        out = {k: statistics.median(v) for k, v in timed.items()}
+        saves = {"dcp_overhead_s": lambda s: dcp_engine.save(s, job.dcp_state()),
+                 "own_overhead_s": lambda s: own.save(s, job.shard_state()[0])}
+        waits = {"dcp_overhead_s": dcp_engine.wait, "own_overhead_s": own.wait}
+        steps = math.ceil(2 * out["dcp_durable_s"] / _step_s(job, group))    # the slower save done inside them
+        for k in saves:
+            out[k] = fixed_overhead_s(job, group, saves[k], waits[k], min(64, max(4, steps)), repeats,
+                                      first_step=1000 * (1 + len(out)))
+    finally:
+        own.close()
+        dcp_engine.close()
+    return out
+
+
+def _step_s(job, group, steps: int = 4) -> float:
+    """Seconds of one training step of ``job`` (the mean of ``steps``, every rank in step)."""
+    import torch.distributed as dist
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        job.step()
+    return (time.perf_counter() - t0) / steps
+
+
+def fixed_overhead_s(job, group, save, wait, steps: int, repeats: int, first_step: int) -> float:
+    """The training time one save costs ``job`` (every rank calls it): ``steps`` training steps timed
+    without a save, then a save (``save(step)``), the same steps and ``wait()`` timed, the difference;
+    the median of ``repeats``. On the job at its smallest width the bytes are nothing, so this is the
+    engine's fixed cost per checkpoint to the training: its stall, and what its background work (plans,
+    collectives, records, Python holding the interpreter's lock) takes from the steps beside it. The
+    steps must outlast the save, whose wait would otherwise count idle time."""
+    import torch.distributed as dist
+    check_integer("steps", steps)
+    check_integer("repeats", repeats)
+
+    def timed(fn) -> float:
+        dist.barrier(group=group)
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    def train():
+        for _ in range(steps):
+            job.step()
+
+    over = []
+    for i in range(repeats):
+        plain = timed(train)
+        over.append(timed(lambda: (save(first_step + i), train(), wait())) - plain)
+    return statistics.median(over)
