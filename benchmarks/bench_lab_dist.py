@@ -84,7 +84,7 @@ def _scheme(s, refined_s: float) -> dict:
 def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     from mlsysim.lab.distributed import predict, terms
     from mlsysim.lab.distributed.restore import config_for, measure_restores
-    from mlsysim.lab.distributed.launcher import run_distributed
+    from mlsysim.lab.distributed.launcher import LaunchError, run_distributed
     cfg = config_for(size_B, 32, layers, PLAIN + STEPS)
     kw = dict(nproc=nproc, steps=PLAIN + STEPS, every=EVERY, d_model=cfg.d_model, layers=layers, plain_steps=PLAIN)
     tag = f"{nproc} ranks, {cfg.state_B / 1e6:.0f} MB"
@@ -93,8 +93,15 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     say(f"{tag}: dcp-async")
     dcpa = run_distributed(engine="dcp-async", **kw)
     say(f"{tag}: restores")
-    rest = measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None, repeats=RESTORES,
-                            probe_B=min(PROBE_B, cfg.state_B))
+    for attempt in (1, 2):          # a launch that fails once does not throw away the run's points
+        try:
+            rest = measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None,
+                                    repeats=RESTORES, probe_B=min(PROBE_B, cfg.state_B))
+            break
+        except LaunchError as e:
+            if attempt == 2:
+                raise
+            say(f"   failed, launched again: {e}")
     say(f"{tag}: the terms")
     t = terms.measure_terms(nproc, cfg.state_B, bcast_Bps=rest.gloo["bcast_Bps"],
                             bcast_state_Bps=rest.gloo.get("bcast_state_Bps"), pair_Bps=rest.gloo["pair_Bps"],

@@ -53,7 +53,10 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
         saves = {"dcp_overhead_s": lambda s: dcp_engine.save(s, job.dcp_state()),
                  "own_overhead_s": lambda s: own.save(s, job.shard_state()[0])}
         waits = {"dcp_overhead_s": dcp_engine.wait, "own_overhead_s": own.wait}
-        steps = math.ceil(2 * out["dcp_durable_s"] / _step_s(job, group))    # the slower save done inside them
+        mine = math.ceil(2 * out["dcp_durable_s"] / _step_s(job, group))    # the slower save done inside them
+        every = [None] * world
+        dist.all_gather_object(every, mine, group=group)       # every rank trains the same steps
+        steps = max(every)
         for k in saves:
             out[k] = fixed_overhead_s(job, group, saves[k], waits[k], min(64, max(4, steps)), repeats,
                                       first_step=1000 * (1 + len(out)))
