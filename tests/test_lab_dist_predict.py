@@ -126,7 +126,8 @@ def test_the_recorded_benchmark_reads_without_torch_and_checks_each_target():
     assert all(len(r["rounds_s"]) == 5 and r["restore_s"] == sorted(r["rounds_s"])[2]
                for q in d["points"] for r in q["restores"])   # each restore the median of five
     keys = {"crc_Bps", "parallel_copy_Bps", "bcast_Bps", "bcast_state_Bps", "pair_Bps", "sync_s", "reclaimed_write_Bps",
-            "own_stall_s", "dcp_stall_s", "dcp_durable_s"}
+            "own_stall_s", "dcp_stall_s", "dcp_durable_s", "dcp_overhead_s", "own_overhead_s", "writer_cpu_s_per_B",
+            "writer_cpu_reclaimed_s_per_B", "beside_mean_loss_s_per_B", "busy_share"}
     assert all(keys <= set(q["terms"]) for q in d["points"])
     assert all(n["start_s"] > 0 and len(n["downtime_s"]) == 2 for n in d["node_loss"])
     verdicts = targets(d)
