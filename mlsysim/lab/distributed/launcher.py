@@ -23,8 +23,7 @@ job is elastic, a replacement agent with an empty memory tier joins. The rendezv
 round closes ``last_call_timeout`` = 3 s after its smallest size is reached. Every agent runs
 with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: the workers' store is then made anew for every
 round by its rank 0 (a surviving agent would otherwise keep the address of the first round's
-store, and a replacement would wait for one that is never announced).
-"""
+store, and a replacement would wait for one that is never announced)."""
 from __future__ import annotations
 
 import json
