@@ -84,14 +84,14 @@ for S / W and S / r (a single reader or writer keeps W and r).
   loses, and the job advances at the pace of its C cores; with N < C, the C - N free cores first take
   what they can in the writers' time, and the N ranks lose the rest over their N cores). Ranks that
   wait in a collective leave cycles that the writers take for nothing, so the loss can be smaller. It
-  replaces the busy processes' loss, a difference of two timings of a few tenths of a second, whose
-  noise can exceed the loss itself. Where the gap between checkpoints is at least
+  replaces the slowest busy process's loss, a difference of two timings of a few tenths of a second,
+  whose noise can exceed the loss itself. Where the gap between checkpoints is at least
   :data:`RECLAIM_DELAY_S`, u_h stands for u: the pages each write frees have gone back to the host
   before the next checkpoint, whose writers take them again. The writes take more from the work beside
   them than the CPU time the guest accounts to them (the host's work for the disk and for the pages,
-  the caches): where m was measured, the core-seconds they take are m S min(N, C) (+ (u_h − u) S
-  after the gap), in place of u S. Ranks are not busy all the time (they wait in collectives): with
-  ρ measured, the C − N ρ cores they leave idle take what they can in the writers' seconds, and
+  the caches): where m was measured (the busy processes' mean, steadier than the slowest one's), the
+  core-seconds they take are m S min(N, C) (+ (u_h − u) S after the gap), in place of u S. Ranks are
+  not busy all the time (they wait in collectives): with ρ measured, the C − N ρ cores they leave idle take what they can in the writers' seconds, and
   loss = max(0, taken − max(0, C − N ρ) x writers) / min(N, C) (ρ = 1 where not measured);
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
@@ -526,14 +526,14 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
         copy = copied / (t.torch_fresh_Bps or t.parallel_fresh_Bps)
         stall = copy + fixed_s
         out["terms"]["torch_crc_s"] = tc
-        extra = taken = tc - k           # torch.save's CRC-32 in place of this package's; taken: from training
+        extra = from_training = tc - k           # torch.save's CRC-32 in place of this package's
         if t.reclaimed_write_Bps and taken_back:     # its whole file cached, in memory taken back
             out["terms"]["reclaimed_write_s"] = rank / t.reclaimed_write_Bps
             extra += max(0.0, rank / t.reclaimed_write_Bps - p)
-            taken = taken if u_back else extra       # u measured after the wait holds the pages backed again
+            from_training = from_training if u_back else extra   # u_h holds the pages backed again
         out["dcp-async"] = {"stall_s": stall,
                             "durable_s": stall + writers + extra * share(2 * n, c) + fixed_d,
-                            "overhead_s": copy + max(fixed_s, t.dcp_overhead_s or 0.0) + loss + n * taken / c}
+                            "overhead_s": copy + max(fixed_s, t.dcp_overhead_s or 0.0) + loss + n * from_training / c}
     return out
 
 
