@@ -91,7 +91,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   them than the CPU time the guest accounts to them (the host's work for the disk and for the pages,
   the caches): where m was measured (the busy processes' mean, steadier than the slowest one's), the
   core-seconds they take are m S min(N, C) (+ (u_h − u) S after the gap), in place of u S. Ranks are
-  not busy all the time (they wait in collectives): with ρ measured, the C − N ρ cores they leave idle take what they can in the writers' seconds, and
+  not busy all the time (they wait in collectives): with ρ measured, the C − N ρ cores they leave idle
+  take what they can in the writers' seconds, and
   loss = max(0, taken − max(0, C − N ρ) x writers) / min(N, C) (ρ = 1 where not measured);
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
