@@ -66,7 +66,19 @@ def _torch_crc_Bps(size_B: float, repeats: int = 3) -> float:
 def _engine(run, naive: dict, refined: dict) -> dict:
     return {"stall_s": run.stall_s, "durable_s": run.durable_s, "stalls_s": list(run.stalls_s),
             "durables_s": list(run.durables_s), "overhead_s": run.overhead_s, "overheads_s": list(run.overheads_s),
-            "plain_step_s": run.plain_step_s, "plain_step_cpu_s": run.plain_step_cpu_s, "predicted": {"naive": naive, "refined": refined}}
+            "plain_step_s": run.plain_step_s, "plain_step_cpu_s": run.plain_step_cpu_s,
+            "predicted": {"naive": naive, "refined": refined}}
+
+
+def _twice(run, say) -> tuple:
+    """``run()``, launched once more if its launch fails (a rendezvous that times out once does not throw
+    away the run's points): (its result, the attempts)."""
+    from mlsysim.lab.distributed.launcher import LaunchError
+    try:
+        return run(), 1
+    except LaunchError as e:
+        say(f"   failed, launched again: {e}")
+        return run(), 2
 
 
 def _scheme(s, refined_s: float) -> dict:
@@ -85,7 +97,7 @@ def _scheme(s, refined_s: float) -> dict:
 def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     from mlsysim.lab.distributed import predict, terms
     from mlsysim.lab.distributed.restore import config_for, measure_restores
-    from mlsysim.lab.distributed.launcher import LaunchError, run_distributed
+    from mlsysim.lab.distributed.launcher import run_distributed
     cfg = config_for(size_B, 32, layers, PLAIN + STEPS)
     kw = dict(nproc=nproc, steps=PLAIN + STEPS, every=EVERY, d_model=cfg.d_model, layers=layers, plain_steps=PLAIN)
     tag = f"{nproc} ranks, {cfg.state_B / 1e6:.0f} MB"
@@ -94,15 +106,8 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     say(f"{tag}: dcp-async")
     dcpa = run_distributed(engine="dcp-async", **kw)
     say(f"{tag}: restores")
-    for attempt in (1, 2):          # a launch that fails once does not throw away the run's points
-        try:
-            rest = measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None,
-                                    repeats=RESTORES, probe_B=min(PROBE_B, cfg.state_B))
-            break
-        except LaunchError as e:
-            if attempt == 2:
-                raise
-            say(f"   failed, launched again: {e}")
+    rest, _ = _twice(lambda: measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None,
+                                              repeats=RESTORES, probe_B=min(PROBE_B, cfg.state_B)), say)
     say(f"{tag}: the terms")
     t = terms.measure_terms(nproc, cfg.state_B, bcast_Bps=rest.gloo["bcast_Bps"],
                             bcast_state_Bps=rest.gloo.get("bcast_state_Bps"), pair_Bps=rest.gloo["pair_Bps"],
@@ -132,20 +137,14 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
 def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
     from mlsysim.lab.distributed import predict, terms
     from mlsysim.lab.distributed.restore import config_for
-    from mlsysim.lab.distributed.launcher import LaunchError, launch, run_distributed
+    from mlsysim.lab.distributed.launcher import launch, run_distributed
     cfg = config_for(size_B, 32, layers, NODE_LOSS_STEPS)
     say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: the job's start")
     start = terms.start_s(launch, nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
-    for attempt in (1, 2):          # a rendezvous that times out once does not throw away the run's points
-        say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: a node lost (attempt {attempt})")
-        try:
-            r = run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent", steps=NODE_LOSS_STEPS,
-                                every=NODE_LOSS_EVERY, d_model=cfg.d_model, layers=layers)
-            break
-        except LaunchError as e:
-            if attempt == 2:
-                raise
-            say(f"   failed, launched again: {e}")
+    say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: a node lost")
+    r, attempt = _twice(lambda: run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent",
+                                                steps=NODE_LOSS_STEPS, every=NODE_LOSS_EVERY, d_model=cfg.d_model,
+                                                layers=layers), say)
     naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
         t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B)))
     refined = terms.refined_recovery(dataclasses.replace(t, start_s=start), cfg.state_B)
