@@ -19,7 +19,8 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
 * the overhead per checkpoint of both engines: the job trains ``PLAIN`` steps without checkpoints,
   then checkpoints every ``EVERY`` steps; each checkpoint's cycle (its stall and the two steps after it)
   less the two steps after those, the last before the next checkpoint: a baseline in the same stretch
-  of the job (:func:`mlsysim.lab.distributed.terms.overhead_per_checkpoint`).
+  of the job; their mean, and the same of rank 0's CPU time
+  (:func:`mlsysim.lab.distributed.terms.overhead_per_checkpoint`).
 
 Every figure has two predictions beside it: the first (``naive``: :mod:`mlsysim.lab.distributed.predict`,
 ``ms.checkpoint`` with a copy, a write and a read rate) and the refined one
@@ -47,8 +48,8 @@ from pathlib import Path
 from lab_report import finish
 
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "distributed" / "data" / "benchmark.json"
-STEPS, EVERY = 24, 4         # six checkpoints per run (steps 8 to 28): the stall and durable medians are
-                             # over six; the overhead's over the five with a full interval after them
+STEPS, EVERY = 32, 4         # eight checkpoints per run (steps 8 to 36): the stall and durable medians are
+                             # over eight; the overhead's mean over the seven with a full interval after them
 RESTORES = 5                 # each restore scheme timed five times in one job: the median
 NODE_LOSS_STEPS, NODE_LOSS_EVERY = 6, 2   # the two-node run that loses a node: three checkpoints
 PLAIN = 4                    # steps trained before any checkpoint (the first one a warm-up)
@@ -67,6 +68,8 @@ def _engine(run, naive: dict, refined: dict) -> dict:
     return {"stall_s": run.stall_s, "durable_s": run.durable_s, "stalls_s": list(run.stalls_s),
             "durables_s": list(run.durables_s), "overhead_s": run.overhead_s, "overheads_s": list(run.overheads_s),
             "plain_step_s": run.plain_step_s, "plain_step_cpu_s": run.plain_step_cpu_s,
+            "overheads_cpu_s": None if run.overheads_cpu_s is None else list(run.overheads_cpu_s),
+            "overhead_cpu_s": run.overhead_cpu_s,
             "predicted": {"naive": naive, "refined": refined}}
 
 

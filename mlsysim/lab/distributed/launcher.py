@@ -530,10 +530,10 @@ class DistributedRun:
     (rank 0; not part of any checkpoint's stall). ``downtime_s``: for each kill, the seconds until the job
     had resumed, as the driver saw them (detection, rendezvous, new processes and the recovery itself).
     With ``plain_steps`` (the uninterrupted run's first steps, without checkpoints):
-    :func:`mlsysim.lab.distributed.terms.overhead_per_checkpoint`'s ``plain_step_s``, ``overheads_s`` and
-    ``overhead_s``. ``reference_losses``: the uninterrupted run's loss at steps 1, 2, ... (exact floats).
-    ``prediction``: what :mod:`mlsysim.lab.distributed.predict` predicts for this job on this machine
-    (with ``predict=True``)."""
+    :func:`mlsysim.lab.distributed.terms.overhead_per_checkpoint`'s ``plain_step_s``, ``overheads_s``,
+    ``overhead_s``, and of rank 0's CPU time. ``reference_losses``: the uninterrupted run's loss at steps
+    1, 2, ... (exact floats). ``prediction``: what :mod:`mlsysim.lab.distributed.predict` predicts for this
+    job on this machine (with ``predict=True``)."""
 
     engine: str
     mode: str
@@ -577,10 +577,11 @@ class DistributedRun:
     plain_step_cpu_s: float | None = None
     overheads_s: tuple = ()
     overhead_s: float | None = None
+    overheads_cpu_s: tuple | None = None
+    overhead_cpu_s: float | None = None
 
     def __str__(self) -> str:
-        rows = [(k, getattr(self, k)) for k in self.__dataclass_fields__ if k != "prediction"]
-        text = "\n".join(f"{k:28s} {v}" for k, v in rows)
+        text = "\n".join(f"{k:28s} {getattr(self, k)}" for k in self.__dataclass_fields__ if k != "prediction")
         if self.prediction:
             text += "\n" + "\n".join(f"{'predicted ' + k:28s} {v}" for k, v in self.prediction.items())
         return text
@@ -592,9 +593,7 @@ class DistributedRun:
                 return None
             if isinstance(v, (list, tuple)):
                 return [clean(x) for x in v]
-            if isinstance(v, dict):
-                return {k: clean(x) for k, x in v.items()}
-            return v
+            return {k: clean(x) for k, x in v.items()} if isinstance(v, dict) else v
         return {k: clean(v) for k, v in asdict(self).items()}
 
 
@@ -640,7 +639,7 @@ def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory:
     """The uninterrupted run, launched or ``reference``'s: ({step: loss}, its fields of the record, events or None)."""
     if reference is not None:
         names = ("stall_s", "durable_s", "stalls_s", "durables_s", "prepare_s", "memory_s", "memory_stall_s",
-                 "plain_step_s", "plain_step_cpu_s", "overheads_s", "overhead_s")
+                 "plain_step_s", "plain_step_cpu_s", "overheads_s", "overhead_s", "overheads_cpu_s", "overhead_cpu_s")
         return dict(enumerate(reference.reference_losses, start=1)), {k: getattr(reference, k) for k in names}, None
     ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=None if root is None
                  else root / "reference", **kw)
@@ -653,7 +652,7 @@ def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory:
         "prepare_s": next((e["prepared_s"] for e in ref.events if "prepared_s" in e), None),
         "memory_s": _median(done.get("memory_s") or []) if memory else None,
         "memory_stall_s": _median(done.get("memory_stall_s") or []) if memory else None,
-        **{k: tuple(v) if k == "overheads_s" else v for k, v in over.items()}}, ref.events
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in over.items()}}, ref.events
 
 
 def _killed_run(base: Path, nproc: int, steps: int, nodes: int, kill, loss_steps: tuple, replace: bool,

@@ -42,6 +42,9 @@ timings in the same run):
         the memory the last one freed (as h for p)
   m     what each of N busy processes loses, on average, while  :func:`beside` (per byte, median of 5)
         the N writers run beside them
+  s     the CPU time the host takes from this machine (its      :func:`beside` (per byte, median of 5)
+        ``steal``) while the N writers run beside them, less
+        the same without the writers: the host's work for them
   ρ     a rank's CPU time in a training step without            the job's own plain steps
         checkpoints, over the step's seconds (its busy share)   (:func:`overhead_per_checkpoint`)
   T     process start and rendezvous of a torchrun job          :func:`start_s` (to the resume event)
@@ -71,15 +74,18 @@ disk is shared too: where the N ranks write or read their shards at once, S / W_
 for S / W and S / r (a single reader or writer keeps W and r).
 
 * concurrent: stall = N R / c_N + o (the copy, then this package's fixed cost per call); durable =
-  stall + R (1/k + 1/p) share(2N) + S / W + 2 z + l (each writer's CPU work, slowed by the training
-  beside it, then the disk's writeback, the rank's commit record and the global commit, the shard
-  records gathered); overhead per checkpoint = N R / c_N + max(o, o_o) +
-  N R (1/k + 1/p) / C (the copy, the engine's fixed cost to the training, the writers' CPU time taken
-  from it). Where :func:`beside` was measured,
-  the writers' seconds beside N busy processes (B, per byte, times S) stand for the writers' CPU work
-  and the disk's write, and the busy work's loss (per byte, times S) for N R (1/k + 1/p) / C: they hold
-  the kernel's own work for the writes (page allocation, writeback), which no one-thread rate shows.
-  Where u was measured, the writers' CPU time u S stands for N R (1/k + 1/p): the training loses
+  stall + max(S / W, R (1/k + 1/p) v) + 2 z + l, v = max(1, N (1 + ρ) / C)
+  (:func:`writers_slowed`): each writer's CPU work, slowed by the ranks beside it, runs beside the disk's
+  writeback, which the writer starts chunk by chunk (``sync_file_range``), so the longer of the two
+  counts; then the rank's commit record and the global commit, the shard records gathered. The N
+  writers and the N ranks, each runnable ρ of the time (ρ = 1 where not measured), share the C cores
+  evenly: a writer gets C / (N (1 + ρ)) of a core while that is less than one. Overhead per checkpoint
+  = N R / c_N + max(o, o_o) + N R (1/k + 1/p) / C (the copy, the engine's fixed cost to the training,
+  the writers' CPU time taken from it). Where :func:`beside` was measured, the busy work's loss (per
+  byte, times S) stands for N R (1/k + 1/p) / C: it holds the kernel's own work for the writes (page
+  allocation, writeback), which no one-thread rate shows.
+  Where u was measured, the writers' CPU time u S stands for N R (1/k + 1/p), in the durable time
+  (u S / N times v) and in the overhead: the training loses
   u S / C (N >= C ranks keep every core busy, so each second of CPU a writer takes is a second a rank
   loses, and the job advances at the pace of its C cores; with N < C, the C - N free cores first take
   what they can in the writers' time, and the N ranks lose the rest over their N cores). Ranks that
@@ -89,18 +95,23 @@ for S / W and S / r (a single reader or writer keeps W and r).
   :data:`RECLAIM_DELAY_S`, u_h stands for u: the pages each write frees have gone back to the host
   before the next checkpoint, whose writers take them again. The writes take more from the work beside
   them than the CPU time the guest accounts to them (the host's work for the disk and for the pages,
-  the caches): where m was measured (the busy processes' mean, steadier than the slowest one's), the
-  core-seconds they take are m S min(N, C) (+ (u_h − u) S after the gap), in place of u S. Ranks are
+  the caches). On a virtual machine the host's part is measured as such: the CPU time it takes from
+  the guest's cores while the writers run beside busy work (s), so the core-seconds the writes take
+  are u S + s S (u_h S + s S after the gap). Where s was not measured but m was (the busy processes'
+  mean, steadier than the slowest one's), they are m S min(N, C) (+ (u_h − u) S after the gap). Ranks are
   not busy all the time (they wait in collectives): with ρ measured, the C − N ρ cores they leave idle
-  take what they can in the writers' seconds, and
-  loss = max(0, taken − max(0, C − N ρ) x writers) / min(N, C) (ρ = 1 where not measured);
+  take what they can while the writers run (the durable time's middle term, w), and
+  loss = max(0, taken − max(0, C − N ρ) x w) / min(N, C);
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
-  durable = stall + R (1/t + 1/p) share(2N) + S / W + d_d (the fixed cost until durable: plans gathered
-  and scattered, metadata, the files' ``fsync``); overhead = N R / F_N + max(d_s, d_o) +
+  durable = stall + R (1/t + 1/p) v + S / W + d_d (the fixed cost until durable: plans gathered
+  and scattered, metadata, the files' ``fsync``). DCP's writer leaves its file in the page cache and
+  calls ``fsync`` at its end: far below the kernel's threshold for background writeback (a tenth of
+  the memory, ``dirty_background_ratio``), and long before the pages' 30 s expiry, its bytes go to the
+  disk only then, after the CPU work, not beside it. Overhead = N R / F_N + max(d_s, d_o) +
   N R (1/t + 1/p) / C (d_o: what the save's fixed work, its background thread's included, takes from
   the steps beside it); without :func:`~.probes.engine_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap
   between checkpoints is at least :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs
-  R (1/h − 1/p) more, in the durable time (times share(2N)) and in the overhead (N R (1/h − 1/p) / C,
+  R (1/h − 1/p) more, in the durable time (times v) and in the overhead (N R (1/h − 1/p) / C,
   which u_h holds already where it stands for u);
 * sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load);
 * broadcast restore: S / r + S (1/k + a) + S / g_s + R N / c_N (rank 0 reads and verifies, then gloo
@@ -119,8 +130,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
 >>> t = Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
 ...           crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
 >>> j = refined_job(t, 1e9, "fsdp")
->>> round(j["concurrent"]["stall_s"], 3), round(j["concurrent"]["durable_s"], 3)   # 0.1 + 0.15 x 2 + 1.0
-(0.1, 1.4)
+>>> round(j["concurrent"]["stall_s"], 3), round(j["concurrent"]["durable_s"], 3)   # 0.1 + max(1.0, 0.15 x 2)
+(0.1, 1.1)
 >>> round(j["concurrent"]["overhead_s"], 3)     # 0.1 + 2 x 0.5 GB x (1/20 + 1/4) s/GB / 2 cores
 0.25
 """
@@ -162,6 +173,21 @@ def share(threads: int, cores: int) -> float:
     return max(1.0, threads / cores)
 
 
+def writers_slowed(writers: int, cores: int, busy_share: float = 1.0) -> float:
+    """How much longer each of ``writers`` threads takes for its CPU work beside as many ranks, each
+    runnable ``busy_share`` of the time, on ``cores`` cores: the runnable threads share the cores
+    evenly, max(1, N (1 + ρ) / C) (ρ = 1: :func:`share` of 2N threads).
+
+    >>> writers_slowed(2, 2), writers_slowed(2, 2, 0.5), writers_slowed(1, 4)
+    (2.0, 1.5, 1.0)
+    """
+    check_integer("writers", writers)
+    check_integer("cores", cores)
+    if not (0 <= busy_share <= 1):
+        raise MlsysimError(f"busy_share must be a share of the time in [0, 1], got {busy_share!r}")
+    return max(1.0, writers * (1.0 + busy_share) / cores)
+
+
 @dataclass(frozen=True)
 class Terms:
     """This machine's measured rates for a job of ``world`` ranks, bytes per second (see the module's
@@ -200,6 +226,7 @@ class Terms:
     own_overhead_s: float | None = None
     beside_mean_loss_s_per_B: float | None = None
     busy_share: float | None = None
+    beside_steal_s_per_B: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -220,7 +247,7 @@ class Terms:
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and -math.inf < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured time in seconds or None, got {v!r}")
-        for k in ("beside_mean_loss_s_per_B", "busy_share"):
+        for k in ("beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B"):
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 <= v < math.inf):
                 raise MlsysimError(f"{k} must be a measured value >= 0 or None, got {v!r}")
@@ -314,6 +341,7 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
                  beside_loss_s_per_B=b["loss_s"] / b["size_B"], writer_cpu_s_per_B=b["writers_cpu_s"] / b["size_B"],
                  writer_cpu_reclaimed_s_per_B=b["writers_cpu_reclaimed_s"] / b["size_B"],
                  beside_mean_loss_s_per_B=b["mean_loss_s"] / b["size_B"],
+                 beside_steal_s_per_B=None if b["steal_s"] is None else b["steal_s"] / b["size_B"],
                  reclaimed_write_Bps=reclaimed, **measured)
 
 
@@ -360,6 +388,24 @@ def shared_disk(directory, size_B: float, world: int, rounds: int = 3) -> tuple[
     return n * world / statistics.median(writes), n * world / reads, n * world / same
 
 
+def steal_s() -> float | None:
+    """Seconds the host has run other work while this machine's virtual CPUs wanted to run, summed
+    over them since boot (``steal`` in ``/proc/stat``); None where the kernel does not report it."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK") if fields[0] == "cpu" and len(fields) > 8 else None
+    except (OSError, ValueError):
+        return None
+
+
+def _cpu_s() -> float:
+    """This process's CPU time, user and kernel, all its threads (``getrusage``)."""
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def _spin(k: int, out) -> None:
     t0 = time.perf_counter()
     x = 0
@@ -379,10 +425,12 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     ``writers_cpu_reclaimed_s`` (the same of the writes after the wait, the median; None where
     ``reclaimed`` is 0), ``writers_beside_s`` (the writers' seconds with the spinners beside them),
     ``loss_s`` (how much longer the slowest spinner took than alone), ``mean_loss_s`` (the same of the
-    spinners' mean: what each lost, on average) and ``size_B``: what N ranks training and N writers on
-    this machine's cores do to each other, the kernel's and the host's work for the writes included."""
+    spinners' mean: what each lost, on average), ``steal_s`` (the CPU time the host took from this
+    machine while the writers ran beside the spinners, less the same without the writers: the host's
+    work for the writes, a virtual disk's included; None where :func:`steal_s` is not reported) and
+    ``size_B``: what N ranks training and N writers on this machine's cores do to each other, the
+    kernel's and the host's work for the writes included."""
     import multiprocessing
-    import resource
     from ..store import write_durable
     check_integer("world", world)
     if type(reclaimed) is not int or reclaimed < 0:
@@ -392,10 +440,6 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     n = max(int(size_B) // world, 1)
     data = np.full(n, 7, dtype=np.uint8)
     ctx = multiprocessing.get_context("fork")
-
-    def cpu_s() -> float:
-        r = resource.getrusage(resource.RUSAGE_SELF)
-        return r.ru_utime + r.ru_stime
 
     def writers() -> float:
         pool = [threading.Thread(target=write_durable, args=(Path(directory) / f"beside-{i}.bin", [data]))
@@ -409,22 +453,23 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
 
     timed = []                                   # (seconds, CPU seconds) of each write alone
     for _ in range(5):
-        c0 = cpu_s()
-        timed.append((writers(), cpu_s() - c0))
+        c0 = _cpu_s()
+        timed.append((writers(), _cpu_s() - c0))
     alone = min(w for w, _ in timed)
     after_wait = []                              # CPU seconds of each write into memory the host took back
     for _ in range(reclaimed):
         time.sleep(reclaim_wait_s)
-        c0 = cpu_s()
+        c0 = _cpu_s()
         writers()
-        after_wait.append(cpu_s() - c0)
+        after_wait.append(_cpu_s() - c0)
     t0 = time.perf_counter()
     _spin(10 ** 6, ctx.SimpleQueue())
     k = int(3 * max(alone, 0.05) / ((time.perf_counter() - t0) / 10 ** 6)) + 1
 
-    def spinners(with_writers: bool) -> tuple[float, float, float | None]:
+    def spinners(with_writers: bool) -> tuple[float, float, float | None, float | None]:
         q = ctx.SimpleQueue()
         procs = [ctx.Process(target=_spin, args=(k, q)) for _ in range(world)]
+        s0 = steal_s()
         for pr in procs:
             pr.start()
         time.sleep(0.05)                                   # the spinners run before the writers start
@@ -432,17 +477,20 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
         spun = [q.get() for _ in procs]
         for pr in procs:
             pr.join()
-        return max(spun), statistics.mean(spun), w
+        s1 = steal_s()
+        return max(spun), statistics.mean(spun), w, None if s0 is None or s1 is None else s1 - s0
 
     bases = [spinners(False) for _ in range(2)]
     runs = sorted(spinners(True) for _ in range(5))           # the median run, by the slowest spinner's loss
-    slowest, _, w = runs[2]
+    slowest, _, w, _ = runs[2]
     mean_base = min(b[1] for b in bases)
+    stolen = None if any(r[3] is None for r in bases + runs) else max(
+        0.0, statistics.median(r[3] for r in runs) - min(b[3] for b in bases))
     return {"size_B": float(n * world), "writers_alone_s": alone,
             "writers_cpu_s": statistics.median(c for _, c in timed),
             "writers_cpu_reclaimed_s": statistics.median(after_wait) if after_wait else None, "writers_beside_s": w,
             "loss_s": max(0.0, slowest - min(b[0] for b in bases)),
-            "mean_loss_s": max(0.0, statistics.median(r[1] for r in runs) - mean_base)}
+            "mean_loss_s": max(0.0, statistics.median(r[1] for r in runs) - mean_base), "steal_s": stolen}
 
 
 def reclaimed_write_Bps(directory, size_B: float, repeats: int = 2, wait_s: float = RECLAIM_WAIT_S) -> float:
@@ -489,53 +537,68 @@ def _sizes(t: Terms, size_B: float, mode: str) -> tuple[float, float, float]:
 def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0) -> dict:
     """{engine: {stall_s, durable_s, overhead_s}} for the ``concurrent`` engine and ``dcp-async`` (the
     module's formulas), and the terms in seconds (``terms``). dcp-async needs ``torch_crc_Bps``;
-    ``gap_s``, the training between two checkpoints (seconds), decides whether DCP's write takes memory
-    the host has taken back (at least :data:`RECLAIM_DELAY_S`, and ``reclaimed_write_Bps`` measured)."""
+    ``gap_s``, the training between two checkpoints (seconds), decides whether the writes take memory
+    the host has taken back (at least :data:`RECLAIM_DELAY_S`, and ``reclaimed_write_Bps`` or u_h measured)."""
     if not (0 <= gap_s < math.inf):
         raise MlsysimError(f"gap_s must be a time >= 0 s between checkpoints, got {gap_s!r}")
     total, rank, copied = _sizes(t, size_B, mode)
     n, c = t.world, t.cores
     write = total / (t.shared_write_Bps or t.write_Bps)
     k, p = rank / t.crc_Bps, rank / t.cache_write_Bps
+    rho = 1.0 if t.busy_share is None else min(1.0, t.busy_share)    # a rank: one thread that computes
+    slowed = writers_slowed(n, c, rho)
     out = {"terms": {"copy_s": copied / t.parallel_copy_Bps, "fresh_copy_s": copied / t.parallel_fresh_Bps,
-                     "write_s": write, "crc_s": k, "cache_write_s": p, "share_training": share(2 * n, c)}}
+                     "write_s": write, "crc_s": k, "cache_write_s": p, "share_training": share(2 * n, c),
+                     "writers_slowed": slowed}}
     stall = copied / t.parallel_copy_Bps + (t.own_stall_s or 0.0)     # the copy, then the fixed cost per call
     lat = t.latency_s
-    writers = (k + p) * share(2 * n, c) + write
+    cpu_s = (k + p) * slowed                     # the writers' CPU work, at the cores the ranks leave them
     loss = n * (k + p) / c
     if t.beside_write_s_per_B is not None:
-        writers, loss = t.beside_write_s_per_B * total, t.beside_loss_s_per_B * total
-        out["terms"].update(beside_write_s=writers, beside_loss_s=loss)
+        loss = t.beside_loss_s_per_B * total
+        out["terms"].update(beside_write_s=t.beside_write_s_per_B * total, beside_loss_s=loss)
     taken_back = gap_s >= RECLAIM_DELAY_S         # the memory the last checkpoint freed is the host's again
     u_back = taken_back and t.writer_cpu_reclaimed_s_per_B is not None
-    if t.writer_cpu_s_per_B is not None:         # every CPU second the writers take, a rank on a busy core loses
+    if t.writer_cpu_s_per_B is not None:
         cpu = (t.writer_cpu_reclaimed_s_per_B if u_back else t.writer_cpu_s_per_B) * total
+        cpu_s = cpu / n * slowed
+    writers = max(write, cpu_s)                  # writeback starts chunk by chunk: the longer of the two
+    if t.writer_cpu_s_per_B is not None:         # every CPU second the writers take, a rank on a busy core loses
         taken = cpu                              # core-seconds the writes take from the work beside them
-        if t.beside_mean_loss_s_per_B is not None:
+        if t.beside_steal_s_per_B is not None:   # and the host's work for them, stolen from this machine
+            taken = cpu + t.beside_steal_s_per_B * total
+            out["terms"]["host_taken_s"] = t.beside_steal_s_per_B * total
+        elif t.beside_mean_loss_s_per_B is not None:
             taken = t.beside_mean_loss_s_per_B * total * min(n, c) + cpu - t.writer_cpu_s_per_B * total
-        free = max(0.0, c - n * (1.0 if t.busy_share is None else t.busy_share))   # cores the ranks leave idle
+        free = max(0.0, c - n * rho)             # cores the ranks leave idle
         loss = max(0.0, taken - free * writers) / min(n, c)
         out["terms"].update(writer_cpu_s=cpu, writer_taken_s=taken, idle_taken_s=min(taken, free * writers),
                             writer_loss_s=loss)
+    out["terms"]["writers_s"] = writers
     fixed_o = max(t.own_stall_s or 0.0, t.own_overhead_s or 0.0)     # the engine's fixed cost to training
     out["concurrent"] = {"stall_s": stall, "durable_s": stall + writers + 2 * t.sync_s + lat,
                          "overhead_s": copied / t.parallel_copy_Bps + fixed_o + loss}
     if t.torch_crc_Bps:
-        tc = rank / t.torch_crc_Bps
-        fixed_s = 2 * lat if t.dcp_stall_s is None else t.dcp_stall_s
-        fixed_d = 2 * t.sync_s + lat if t.dcp_durable_s is None else t.dcp_durable_s
-        copy = copied / (t.torch_fresh_Bps or t.parallel_fresh_Bps)
-        stall = copy + fixed_s
-        out["terms"]["torch_crc_s"] = tc
-        extra = from_training = tc - k           # torch.save's CRC-32 in place of this package's
-        if t.reclaimed_write_Bps and taken_back:     # its whole file cached, in memory taken back
-            out["terms"]["reclaimed_write_s"] = rank / t.reclaimed_write_Bps
-            extra += max(0.0, rank / t.reclaimed_write_Bps - p)
-            from_training = from_training if u_back else extra   # u_h holds the pages backed again
-        out["dcp-async"] = {"stall_s": stall,
-                            "durable_s": stall + writers + extra * share(2 * n, c) + fixed_d,
-                            "overhead_s": copy + max(fixed_s, t.dcp_overhead_s or 0.0) + loss + n * from_training / c}
+        out["dcp-async"] = _dcp_job(t, out["terms"], rank, copied, taken_back, u_back, loss)
     return out
+
+
+def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool, u_back: bool, loss: float) -> dict:
+    """dcp-async's figures (the module's formulas): ``terms`` gains DCP's own in seconds."""
+    n, c, lat = t.world, t.cores, t.latency_s
+    tc, k, p = rank / t.torch_crc_Bps, terms["crc_s"], terms["cache_write_s"]
+    fixed_s = 2 * lat if t.dcp_stall_s is None else t.dcp_stall_s
+    fixed_d = 2 * t.sync_s + lat if t.dcp_durable_s is None else t.dcp_durable_s
+    copy = copied / (t.torch_fresh_Bps or t.parallel_fresh_Bps)
+    terms["torch_crc_s"] = tc
+    extra = from_training = tc - k               # torch.save's CRC-32 in place of this package's
+    if t.reclaimed_write_Bps and taken_back:     # its whole file cached, in memory taken back
+        terms["reclaimed_write_s"] = rank / t.reclaimed_write_Bps
+        extra += max(0.0, rank / t.reclaimed_write_Bps - p)
+        from_training = from_training if u_back else extra   # u_h holds the pages backed again
+    cached = (k + p + extra) * terms["writers_slowed"]     # into the page cache; written back only by fsync
+    return {"stall_s": copy + fixed_s, "durable_s": copy + fixed_s + cached + terms["write_s"] + fixed_d,
+            "overhead_s": copy + max(fixed_s, t.dcp_overhead_s or 0.0) + loss + n * from_training / c}
 
 
 def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
@@ -591,7 +654,10 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     steps (the median of the plain steps after the first). Returns ``plain_step_s``, ``plain_step_cpu_s``
     (the rank's CPU time in a plain step, all its threads, where the events hold ``cpu``, its
     ``time.process_time()``; None otherwise), ``overheads_s`` (one per checkpoint with a full interval
-    after it) and ``overhead_s`` (their median; None without any).
+    after it), ``overhead_s`` (their mean: what the training paid in all, per checkpoint, as a run
+    with checkpoints less one without; None without any) and, where the events hold ``cpu``, the same
+    of the rank's CPU time (``overheads_cpu_s``, ``overhead_cpu_s``: its own background work, a
+    writer thread's included, beside what the training's threads spent more).
 
     >>> ev = [{"step": s, "t": 0.1 * s + (0.05 if s > 6 else 0) + (0.03 if s > 8 else 0)} for s in range(1, 11)]
     >>> o = overhead_per_checkpoint(ev, every=2, plain=4)
@@ -614,13 +680,19 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     cpu = {e["step"]: e["cpu"] for e in events if "step" in e and "cpu" in e}
     cpu_base = [cpu[s] - cpu[s - 1] for s in range(2, plain + 1) if s in cpu and s - 1 in cpu]
     ck = [s for s in sorted(t) if s > plain and s % every == 0 and s + every in t]
-    if every >= 4:
-        h = every // 2
-        over = [(t[s + h] - t[s]) - (t[s + 2 * h] - t[s + h]) for s in ck]
-    else:
-        over = [t[s + every] - t[s] - every * step for s in ck]
+
+    def cycles(x: dict, plain_s: float) -> list:
+        if every >= 4:
+            h = every // 2
+            return [(x[s + h] - x[s]) - (x[s + 2 * h] - x[s + h]) for s in ck]
+        return [x[s + every] - x[s] - every * plain_s for s in ck]
+
+    over = cycles(t, step)
+    cpu_over = cycles(cpu, statistics.median(cpu_base)) if cpu_base and all(
+        s in cpu and s + every in cpu for s in ck) else None
     return {"plain_step_s": step, "plain_step_cpu_s": statistics.median(cpu_base) if cpu_base else None,
-            "overheads_s": over, "overhead_s": statistics.median(over) if over else None}
+            "overheads_s": over, "overhead_s": statistics.mean(over) if over else None,
+            "overheads_cpu_s": cpu_over, "overhead_cpu_s": statistics.mean(cpu_over) if cpu_over else None}
 
 
 def start_s(launch, nproc: int, nodes: int = 1, d_model: int = 32, layers: int = 2, repeats: int = 1) -> float:
