@@ -48,8 +48,9 @@ from pathlib import Path
 from lab_report import finish
 
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "distributed" / "data" / "benchmark.json"
-STEPS, EVERY = 32, 4         # eight checkpoints per run (steps 8 to 36): the stall and durable medians are
-                             # over eight; the overhead's mean over the seven with a full interval after them
+STEPS, EVERY = 28, 4         # seven checkpoints per run (steps 8 to 32): the stall and durable medians are
+                             # over seven; the overhead's mean over the six with a full interval after them
+JOB_TIMEOUT_S = 900          # a job's limit: 32 steps of the slowest point (4 ranks, 1 GB) take about 270 s
 RESTORES = 5                 # each restore scheme timed five times in one job: the median
 NODE_LOSS_STEPS, NODE_LOSS_EVERY = 6, 2   # the two-node run that loses a node: three checkpoints
 PLAIN = 4                    # steps trained before any checkpoint (the first one a warm-up)
@@ -102,7 +103,8 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     from mlsysim.lab.distributed.restore import config_for, measure_restores
     from mlsysim.lab.distributed.launcher import run_distributed
     cfg = config_for(size_B, 32, layers, PLAIN + STEPS)
-    kw = dict(nproc=nproc, steps=PLAIN + STEPS, every=EVERY, d_model=cfg.d_model, layers=layers, plain_steps=PLAIN)
+    kw = dict(nproc=nproc, steps=PLAIN + STEPS, every=EVERY, d_model=cfg.d_model, layers=layers, plain_steps=PLAIN,
+              timeout_s=JOB_TIMEOUT_S)
     tag = f"{nproc} ranks, {cfg.state_B / 1e6:.0f} MB"
     say(f"{tag}: concurrent")
     conc = run_distributed(engine="concurrent", memory=False, **kw)   # storage only, as DCP

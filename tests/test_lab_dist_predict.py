@@ -121,15 +121,22 @@ def test_the_recorded_benchmark_reads_without_torch_and_checks_each_target():
     rows = model_table(d)
     assert len(rows) == 9 * len(d["points"]) + 4 * len(d["node_loss"]) == 62
     assert all(r["measured_s"] is not None and r["refined_s"] > 0 for r in rows)
-    assert all(q[k]["overhead_s"] is not None and len(q[k]["overheads_s"]) == 5 for q in d["points"]
-               for k in ("concurrent", "dcp_async"))          # six checkpoints, five with a full interval after
+    assert all(len(q[k]["overheads_s"]) == len(q[k]["overheads_cpu_s"]) == 6 and q[k]["overhead_s"] == pytest.approx(
+        sum(q[k]["overheads_s"]) / 6) for q in d["points"] for k in ("concurrent", "dcp_async"))
+    # seven checkpoints, six with a full interval after: the overhead their mean
     assert all(len(r["rounds_s"]) == 5 and r["restore_s"] == sorted(r["rounds_s"])[2]
                for q in d["points"] for r in q["restores"])   # each restore the median of five
     keys = {"crc_Bps", "parallel_copy_Bps", "bcast_Bps", "bcast_state_Bps", "pair_Bps", "sync_s", "reclaimed_write_Bps",
             "own_stall_s", "dcp_stall_s", "dcp_durable_s", "dcp_overhead_s", "own_overhead_s", "writer_cpu_s_per_B",
-            "writer_cpu_reclaimed_s_per_B", "beside_mean_loss_s_per_B", "busy_share"}
+            "writer_cpu_reclaimed_s_per_B", "beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B"}
     assert all(keys <= set(q["terms"]) for q in d["points"])
     assert all(n["start_s"] > 0 and len(n["downtime_s"]) == 2 for n in d["node_loss"])
+    from mlsysim.lab.distributed.terms import Terms, refined_job
+    for q in d["points"]:                   # every stored prediction is the model's for the stored terms
+        j = refined_job(Terms(**q["terms"]), q["state_B"], "fsdp", gap_s=d["every"] * q["dcp_async"]["plain_step_s"])
+        assert all(q[k]["predicted"]["refined"][f] == pytest.approx(j[e][f], rel=1e-12)
+                   for k, e in (("concurrent", "concurrent"), ("dcp_async", "dcp-async"))
+                   for f in ("stall_s", "durable_s", "overhead_s"))
     verdicts = targets(d)
     assert len(verdicts) == len(d["points"]) + len(rows)
     assert [v[1] for v in verdicts[len(d["points"]):]] == [r["holds"] for r in rows]
