@@ -182,9 +182,12 @@ def main(argv=None) -> int:
 
     import torch
     from mlsysim.lab.floors import machine_facts
-    measured = {(n, s): _point(n, s, a.layers, say) for n in worlds for s in sizes}
-    if a.json:                                            # the points, kept should a later stage fail
-        Path(a.json + ".points").write_text(json.dumps([q for q, _ in measured.values()], indent=1) + "\n")
+    measured = {}
+    for n in worlds:
+        for s in sizes:
+            measured[n, s] = _point(n, s, a.layers, say)
+            if a.json:                                    # the points so far, kept should a later one fail
+                Path(a.json + ".points").write_text(json.dumps([q for q, _ in measured.values()], indent=1) + "\n")
     losses = [_node_loss(n, max(sizes), a.layers, measured[n, max(sizes)][1], say) for n in worlds if n % 2 == 0]
     d = {"schema": "mlsysim.lab.dist-benchmark/2", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)),
          "command": "python benchmarks/bench_lab_dist.py " + " ".join(argv or sys.argv[1:]),

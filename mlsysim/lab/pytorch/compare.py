@@ -121,6 +121,7 @@ class EngineRun:
     loads_s: tuple = ()
     prune_s: float = float("nan")       # deleting the older checkpoints, after blocked and durable
     overhead_s: float = float("nan")    # training time per checkpoint (see the module's text)
+    overheads_s: tuple = ()             # each pair's difference per checkpoint, in the order run
     training_stall_s: float = float("nan")   # the stall per checkpoint in the overhead runs (median)
     model: dict = field(default_factory=dict)    # mlsysim.lab.pytorch.model's prediction for this engine
 
@@ -135,7 +136,8 @@ class EngineRun:
                               "durable_s": _or_none(self.predicted_durable_s), "load_s": self.predicted_load_s},
                 "stalls_s": list(self.stalls_s), "durables_s": [_or_none(d) for d in self.durables_s],
                 "loads_s": list(self.loads_s), "prune_s": _or_none(self.prune_s),
-                "overhead_s": _or_none(self.overhead_s), "training_stall_s": _or_none(self.training_stall_s),
+                "overhead_s": _or_none(self.overhead_s), "overheads_s": list(self.overheads_s),
+                "training_stall_s": _or_none(self.training_stall_s),
                 "model": dict(self.model)}
 
 
@@ -599,8 +601,8 @@ def _pass_s(trainer: TorchTrainer, steps: int = 3) -> float:
 
 
 def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[dict, dict, dict]:
-    """Overhead per checkpoint of each engine (see the module's text): paired runs on one trainer.
-    Also the median stall per checkpoint in those runs, and what the model needs timed there:
+    """Overhead per checkpoint of each engine (see the module's text): paired runs on one trainer,
+    each pair's difference per checkpoint (the overhead is their median). Also the median stall per checkpoint in those runs, and what the model needs timed there:
     ``pass_s`` (the forward and backward), ``layout_s`` (this package's layout of the state, median of
     three), and after each pair, the memory as the training left it, the page-cache write of the state's
     size (``cache_write_s``) and the write floor (``write_s``), each the median."""
@@ -629,8 +631,7 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
         for eng in live.values():
             eng.close()
     timed.update(write_s=statistics.median(writes), cache_write_s=statistics.median(caches))
-    return ({e: statistics.median(d) for e, d in diffs.items()},
-            {e: statistics.median(v) for e, v in stalls.items()}, timed)
+    return diffs, {e: statistics.median(v) for e, v in stalls.items()}, timed
 
 
 def _layout_s(state) -> float:
@@ -647,8 +648,8 @@ def _layout_s(state) -> float:
 def _engine_run(e: str, recs, loads, resumed: bool, corruption: str, noticed: bool, pred, in_training, model):
     """One engine's :class:`EngineRun`: medians of its timed rounds beside the two predictions (the
     first, ``pred``, from :func:`mlsysim.checkpoint`; ``model``, the refined one), and
-    ``in_training`` = (overhead per checkpoint, stall per checkpoint) from the overhead runs."""
-    overhead_s, training_stall_s = in_training
+    ``in_training`` = (each pair's overhead per checkpoint, the stall per checkpoint) from the overhead runs."""
+    overheads_s, training_stall_s = in_training
     never = e == "torch.save"
     return EngineRun(
         engine=e, size_B=recs[-1].size_B, stall_s=statistics.median(r.stall_s for r in recs),
@@ -657,5 +658,6 @@ def _engine_run(e: str, recs, loads, resumed: bool, corruption: str, noticed: bo
         predicted_stall_s=pred.concurrent_stall_s if e in ASYNC else pred.sync_stall_s,
         predicted_durable_s=float("nan") if never else pred.copy_s + pred.write_s, predicted_load_s=pred.restore_s,
         stalls_s=tuple(r.stall_s for r in recs), durables_s=tuple(r.durable_s for r in recs), loads_s=tuple(loads),
-        prune_s=_median_known(r.prune_s for r in recs), overhead_s=overhead_s, training_stall_s=training_stall_s,
+        prune_s=_median_known(r.prune_s for r in recs), overhead_s=statistics.median(overheads_s),
+        overheads_s=tuple(overheads_s), training_stall_s=training_stall_s,
         model=model)
