@@ -115,7 +115,7 @@ def test_recovery_per_tier_follows_the_rates():
 
 def test_the_recorded_benchmark_reads_without_torch_and_checks_each_target():
     import copy
-    from mlsysim.lab.distributed.results import model_table, recorded, targets
+    from mlsysim.lab.distributed.results import AT_SIZE, model_table, recorded, targets
     d = recorded()
     assert d["schema"] == "mlsysim.lab.dist-benchmark/2" and {q["world_size"] for q in d["points"]} == {2, 4}
     rows = model_table(d)
@@ -139,6 +139,11 @@ def test_the_recorded_benchmark_reads_without_torch_and_checks_each_target():
                    for f in ("stall_s", "durable_s", "overhead_s"))
     verdicts = targets(d)
     assert len(verdicts) == len(d["points"]) + len(rows)
+    late = recorded(AT_SIZE)                # the later run of one point, its writers timed beside at full size
+    (p,) = late["points"]
+    assert (p["world_size"], p["state_B"]) == (2, max(q["state_B"] for q in d["points"])) and late["every"] == d["every"]
+    j = refined_job(Terms(**p["terms"]), p["state_B"], "fsdp", gap_s=late["every"] * p["dcp_async"]["plain_step_s"])
+    assert p["concurrent"]["predicted"]["refined"]["overhead_s"] == pytest.approx(j["concurrent"]["overhead_s"])
     assert [v[1] for v in verdicts[len(d["points"]):]] == [r["holds"] for r in rows]
     slow = copy.deepcopy(d)
     q = slow["points"][0]

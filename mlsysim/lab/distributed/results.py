@@ -17,11 +17,14 @@ from importlib.resources import files
 from ..pytorch.results import within_bound
 
 RECORD = "data/benchmark.json"
+AT_SIZE = "data/probe_at_size.json"     # a later run of one point, its writers beside busy processes at full size
 
 
-def recorded() -> dict:
-    """The recorded full-size run (``dict``; see the module docstring for its layout)."""
-    return json.loads(files(__package__).joinpath(RECORD).read_text(encoding="utf-8"))
+def recorded(record: str = RECORD) -> dict:
+    """The recorded full-size run (``dict``; see the module docstring for its layout), or with
+    ``record=AT_SIZE`` the later run of its 2-rank gigabyte point alone, whose writers beside busy
+    processes (:func:`mlsysim.lab.distributed.terms.beside`) were timed at the job's size, not at 256 MB."""
+    return json.loads(files(__package__).joinpath(record).read_text(encoding="utf-8"))
 
 
 def within(measured: float, predicted: float, factor: float = 2.0) -> bool:

@@ -315,8 +315,9 @@ def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> f
 
 def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, reclaim_wait_s: float = RECLAIM_WAIT_S,
                   **measured) -> Terms:
-    """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at 256 MB) in ``directory``:
-    the floors, ``rounds`` more write + ``fsync`` timings (the disk's rate is their median), the
+    """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at 256 MB, but for the
+    writers beside busy processes, :func:`beside`, timed at ``size_B`` itself: the memory their writes take
+    back from the host need not grow with the bytes written) in ``directory``: the floors, ``rounds`` more write + ``fsync`` timings (the disk's rate is their median), the
     aggregate copies of ``world`` threads, the page-cache write into memory freed ``reclaim_wait_s``
     before (:func:`reclaimed_write_Bps`). ``measured``: terms measured elsewhere (``bcast_Bps``,
     ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``, ``busy_share``)."""
@@ -330,7 +331,7 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
         times = [write_once(os.path.join(tmp, f"w{i}.bin"), data) for i in range(rounds)]
         sync = statistics.median(_small_durable_s(Path(tmp) / f"c{i}.json") for i in range(5))
         shared_w, shared_r, same_r = shared_disk(tmp, size, world, rounds)
-        b = beside(tmp, size, world, reclaim_wait_s=reclaim_wait_s)
+        b = beside(tmp, float(size_B), world, reclaim_wait_s=reclaim_wait_s)
         reclaimed = reclaimed_write_Bps(tmp, size, wait_s=reclaim_wait_s)
     return Terms(cores=os.cpu_count() or 1, world=world, copy_Bps=f.copy_Bps,
                  parallel_copy_Bps=parallel_copy_Bps(size, world),
