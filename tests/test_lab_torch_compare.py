@@ -46,8 +46,8 @@ def test_numpy_lab_runs_without_torch(tmp_path):
 torch = pytest.importorskip("torch")
 
 from mlsysim.lab.floors import measure_floors  # noqa: E402
-from mlsysim.lab.pytorch.compare import (LOAD_ROUNDS, OVERHEAD_ROUNDS, _load_rounds, compare, engine_folder,  # noqa: E402
-                                         flip_middle_byte, round_order, same_state, targets)
+from mlsysim.lab.pytorch.compare import (LOAD_ROUNDS, OVERHEAD_ROUNDS, _load_rounds, compare,  # noqa: E402
+                                         engine_folder, flip_middle_byte, round_order, same_state, targets)
 from mlsysim.lab.pytorch.engines import ALL_ENGINES, ENGINES  # noqa: E402
 from mlsysim.lab.pytorch.train import TorchConfig  # noqa: E402
 

@@ -315,12 +315,13 @@ def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> f
 
 def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, reclaim_wait_s: float = RECLAIM_WAIT_S,
                   **measured) -> Terms:
-    """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at 256 MB, but for the
-    writers beside busy processes, :func:`beside`, timed at ``size_B`` itself: the memory their writes take
-    back from the host need not grow with the bytes written) in ``directory``: the floors, ``rounds`` more write + ``fsync`` timings (the disk's rate is their median), the
-    aggregate copies of ``world`` threads, the page-cache write into memory freed ``reclaim_wait_s``
-    before (:func:`reclaimed_write_Bps`). ``measured``: terms measured elsewhere (``bcast_Bps``,
-    ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``, ``busy_share``)."""
+    """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at 256 MB, but for the writers beside
+    busy processes, :func:`beside`, timed at ``size_B`` itself: the memory their writes take back from the host
+    need not grow with the bytes written) in ``directory``: the floors, ``rounds`` more write + ``fsync`` timings
+    (the disk's rate is their median), the aggregate copies of ``world`` threads, the page-cache write into memory
+    freed ``reclaim_wait_s`` before (:func:`reclaimed_write_Bps`). ``measured``: terms measured elsewhere
+    (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``,
+    ``busy_share``)."""
     from ..floors import measure_floors, write_once
     check_integer("world", world)
     check_positive("size_B", size_B)

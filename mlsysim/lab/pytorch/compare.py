@@ -601,11 +601,11 @@ def _pass_s(trainer: TorchTrainer, steps: int = 3) -> float:
 
 
 def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[dict, dict, dict]:
-    """Overhead per checkpoint of each engine (see the module's text): paired runs on one trainer,
-    each pair's difference per checkpoint (the overhead is their median). Also the median stall per checkpoint in those runs, and what the model needs timed there:
-    ``pass_s`` (the forward and backward), ``layout_s`` (this package's layout of the state, median of
-    three), and after each pair, the memory as the training left it, the page-cache write of the state's
-    size (``cache_write_s``) and the write floor (``write_s``), each the median."""
+    """Overhead per checkpoint of each engine (see the module's text): paired runs on one trainer, each pair's
+    difference per checkpoint (the overhead is their median). Also the median stall per checkpoint in those runs,
+    and what the model needs timed there: ``pass_s`` (the forward and backward), ``layout_s`` (this package's
+    layout of the state, median of three), and after each pair, the memory as the training left it, the page-cache
+    write of the state's size (``cache_write_s``) and the write floor (``write_s``), each the median."""
     checkpoints = (OVERHEAD_STEPS - 1) // OVERHEAD_EVERY
     trainer = TorchTrainer(cfg)
     trainer.step()                              # the optimizer's states exist from here on
