@@ -115,7 +115,7 @@ def test_recovery_per_tier_follows_the_rates():
 
 def test_the_recorded_benchmark_reads_without_torch_and_checks_each_target():
     import copy
-    from mlsysim.lab.distributed.results import AT_SIZE, model_table, recorded, targets
+    from mlsysim.lab.distributed.results import EARLIER, model_table, recorded, targets
     d = recorded()
     assert d["schema"] == "mlsysim.lab.dist-benchmark/2" and {q["world_size"] for q in d["points"]} == {2, 4}
     rows = model_table(d)
@@ -132,8 +132,10 @@ def test_the_recorded_benchmark_reads_without_torch_and_checks_each_target():
     assert all(keys <= set(q["terms"]) for q in d["points"])
     assert all(n["start_s"] > 0 and len(n["downtime_s"]) == 2 for n in d["node_loss"])
     from mlsysim.lab.distributed.terms import Terms, refined_job
-    for q in d["points"]:                   # every stored prediction is the model's for the stored terms
-        j = refined_job(Terms(**q["terms"]), q["state_B"], "fsdp", gap_s=d["every"] * q["dcp_async"]["plain_step_s"])
+    earlier = recorded(EARLIER)             # the record before, its writers beside timed at 256 MB
+    assert earlier["schema"] == d["schema"] and earlier["every"] == d["every"] and len(model_table(earlier)) == 62
+    for run, q in [(r, q) for r in (d, earlier) for q in r["points"]]:   # each stored prediction: the model's
+        j = refined_job(Terms(**q["terms"]), q["state_B"], "fsdp", gap_s=run["every"] * q["dcp_async"]["plain_step_s"])
         assert all(q[k]["predicted"]["refined"][f] == pytest.approx(j[e][f], rel=1e-12)
                    for k, e in (("concurrent", "concurrent"), ("dcp_async", "dcp-async"))
                    for f in ("stall_s", "durable_s", "overhead_s"))
@@ -144,9 +146,3 @@ def test_the_recorded_benchmark_reads_without_torch_and_checks_each_target():
     q = slow["points"][0]
     q["concurrent"]["stall_s"] = q["dcp_async"]["stall_s"]            # equal stalls miss "at most half"
     assert targets(slow)[0][1] is False
-    late = recorded(AT_SIZE)                # the later run of one point, its writers timed beside at full size
-    (p,) = late["points"]
-    assert (p["world_size"], p["state_B"]) == (2, max(q["state_B"] for q in d["points"])) \
-        and late["every"] == d["every"]
-    j = refined_job(Terms(**p["terms"]), p["state_B"], "fsdp", gap_s=late["every"] * p["dcp_async"]["plain_step_s"])
-    assert p["concurrent"]["predicted"]["refined"]["overhead_s"] == pytest.approx(j["concurrent"]["overhead_s"])

@@ -17,13 +17,14 @@ from importlib.resources import files
 from ..pytorch.results import within_bound
 
 RECORD = "data/benchmark.json"
-AT_SIZE = "data/probe_at_size.json"     # a later run of one point, its writers beside busy processes at full size
+EARLIER = "data/benchmark_capped.json"   # the record before, its writers beside busy processes timed at 256 MB
 
 
 def recorded(record: str = RECORD) -> dict:
     """The recorded full-size run (``dict``; see the module docstring for its layout), or with
-    ``record=AT_SIZE`` the later run of its 2-rank gigabyte point alone, whose writers beside busy
-    processes (:func:`mlsysim.lab.distributed.terms.beside`) were timed at the job's size, not at 256 MB."""
+    ``record=EARLIER`` the full-size run recorded before it, the same protocol but for one term: the writers
+    beside busy processes (:func:`mlsysim.lab.distributed.terms.beside`) were timed with at most 256 MB and
+    scaled by the bytes, not timed at each point's own size."""
     return json.loads(files(__package__).joinpath(record).read_text(encoding="utf-8"))
 
 

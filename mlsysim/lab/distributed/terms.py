@@ -160,6 +160,9 @@ RECLAIM_DELAY_S = 2.0
 #: seconds :func:`reclaimed_write_Bps` waits after freeing memory: the kernel reports in passes, each
 #: :data:`RECLAIM_DELAY_S` after the last, so the wait spans a few
 RECLAIM_WAIT_S = 6.0
+#: the most bytes :func:`measure_terms` writes for a floor, a copy or a disk rate; the rates are per byte, so
+#: larger states scale them (the writers beside busy processes, :func:`beside`, are timed at the job's size)
+PROBE_CAP_B = 256e6
 
 
 def share(threads: int, cores: int) -> float:
@@ -315,17 +318,17 @@ def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> f
 
 def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, reclaim_wait_s: float = RECLAIM_WAIT_S,
                   **measured) -> Terms:
-    """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at 256 MB, but for the writers beside
-    busy processes, :func:`beside`, timed at ``size_B`` itself: the memory their writes take back from the host
-    need not grow with the bytes written) in ``directory``: the floors, ``rounds`` more write + ``fsync`` timings
-    (the disk's rate is their median), the aggregate copies of ``world`` threads, the page-cache write into memory
-    freed ``reclaim_wait_s`` before (:func:`reclaimed_write_Bps`). ``measured``: terms measured elsewhere
-    (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``,
-    ``busy_share``)."""
+    """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at :data:`PROBE_CAP_B`, but for the
+    writers beside busy processes, :func:`beside`, timed at ``size_B`` itself: the memory their writes take back
+    from the host need not grow with the bytes written) in ``directory``: the floors, ``rounds`` more write +
+    ``fsync`` timings (the disk's rate is their median), the aggregate copies of ``world`` threads, the page-cache
+    write into memory freed ``reclaim_wait_s`` before (:func:`reclaimed_write_Bps`). ``measured``: terms measured
+    elsewhere (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``,
+    ``start_s``, ``busy_share``)."""
     from ..floors import measure_floors, write_once
     check_integer("world", world)
     check_positive("size_B", size_B)
-    size = min(float(size_B), 256e6)
+    size = min(float(size_B), PROBE_CAP_B)
     f = measure_floors(size, directory)
     with tempfile.TemporaryDirectory(dir=directory, prefix="terms-") as tmp:
         data = np.full(int(size), 7, dtype=np.uint8)
