@@ -171,7 +171,9 @@ POINTS = [("step", 5), ("between", 7), ("snapshot", 6), ("persist", 6), ("commit
 @pytest.mark.parametrize("engine", ALL_ENGINES)
 def test_kill_at_a_point_and_resume_is_bit_identical(server, reference, tmp_path, engine, point, step):
     killed, status = server.run(tmp_path, engine, pause=f"{point}@{step}")
-    assert status == -signal.SIGKILL and killed[-1] == {"paused": point, "step": step}
+    # killed while paused there; a pause in a writer thread lets the training thread print a step or two
+    # more before the kill lands, so the pause need not be the last event read
+    assert status == -signal.SIGKILL and [e for e in killed if "paused" in e] == [{"paused": point, "step": step}]
     commits = _commits(killed)
     newest = max(commits, default=None)
     if point == "commit":

@@ -4,10 +4,14 @@
 #    and copy the files the pages load into book/_vendor (ignored by git).
 # 2. Run Jupyter Book; every notebook is executed and any warning fails the build.
 # Without npm the site still builds, loading those scripts from public CDNs (fine for online readers).
+# MLSYSIM_BOOK_STORED_OUTPUTS=1 renders the chapters in notebooks/ from their stored outputs instead of
+# executing them (the pages in book/ still run): tools/test.sh sets it, because its nbval stage has just
+# executed every notebook and compared its outputs with the stored ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 vendor=book/_vendor/vendor
 config=_config.yml
+offline=1
 if command -v npm >/dev/null 2>&1; then
   (cd book/assets && npm ci --no-progress --ignore-scripts --loglevel=error)
   rm -rf book/_vendor && mkdir -p "$vendor/mathjax/output/chtml"
@@ -18,15 +22,25 @@ if command -v npm >/dev/null 2>&1; then
   cp -r book/assets/node_modules/mathjax/es5/output/chtml/fonts "$vendor/mathjax/output/chtml/"
 else
   echo "build_book: npm not found - offline assets skipped; the site will load MathJax and widgets from CDNs" >&2
+  offline=0
+fi
+stored=${MLSYSIM_BOOK_STORED_OUTPUTS:-0}
+if [ "$offline" = 0 ] || [ "$stored" = 1 ]; then
   config=$(mktemp --suffix=.yml)
-  python - "$config" <<'PY'
+  trap 'rm -f "$config"' EXIT
+  python - "$config" "$offline" "$stored" <<'PY'
 import os, sys, yaml
+out, offline, stored = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1"
 cfg = yaml.safe_load(open("_config.yml"))
-for key in ("html_static_path", "mathjax_path", "nb_ipywidgets_js"):
-    cfg["sphinx"]["config"].pop(key, None)
+if not offline:
+    for key in ("html_static_path", "mathjax_path", "nb_ipywidgets_js"):
+        cfg["sphinx"]["config"].pop(key, None)
+if stored:
+    cfg["execute"]["exclude_patterns"] = ["notebooks/*"]
 for name, path in cfg["sphinx"].get("local_extensions", {}).items():  # paths are relative to the config
     cfg["sphinx"]["local_extensions"][name] = os.path.abspath(path)
-yaml.safe_dump(cfg, open(sys.argv[1], "w"))
+yaml.safe_dump(cfg, open(out, "w"), sort_keys=False)   # the scripts load in their order
 PY
+  [ "$stored" = 1 ] && echo "build_book: the chapters in notebooks/ rendered from their stored outputs" >&2
 fi
 jupyter-book build --all -W -n --keep-going --config "$config" .

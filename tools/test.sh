@@ -17,10 +17,11 @@ stage() {
   "$@"
   timings+=("$(printf '%-28s %4d s' "$name" $((SECONDS - t0)))")
 }
-stage "unit and property tests" python -m pytest -q -n 2 -p no:cacheprovider --durations=10
+# loadscope: a module's tests stay on one worker, so its module-scoped fixtures (the labs' real runs) run once
+stage "unit and property tests" python -m pytest -q -n 2 --dist loadscope -p no:cacheprovider --durations=10
 stage "notebooks (nbval)" python -m pytest -q -n 2 --dist loadfile -p no:cacheprovider --nbval \
   --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
-stage "book build" bash tools/build_book.sh
+stage "book build" env MLSYSIM_BOOK_STORED_OUTPUTS=1 bash tools/build_book.sh   # nbval has just run them
 stage "offline site check" python tools/check_site.py _build/html
 stage "browser test" env MLSYSIM_SITE=_build/html python -m pytest -q -p no:cacheprovider \
   tests/test_site_browser.py
