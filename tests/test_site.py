@@ -5,6 +5,7 @@ These run without building the site; tests/test_site_browser.py checks the built
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -94,6 +95,19 @@ def test_build_fails_on_warnings_and_executes_every_page():
     build = (ROOT / "tools" / "build_book.sh").read_text()
     assert "-W" in build and "-n" in build and "--all" in build
     assert CONFIG["execute"]["execute_notebooks"] == "force" and CONFIG["execute"]["timeout"] > 0
+
+
+def test_the_test_build_renders_stored_outputs_only_after_nbval_compared_them():
+    """tools/test.sh builds the site from the chapters' stored outputs, so those outputs must be the
+    ones nbval has just compared: the build comes after the nbval stage, and every stored notebook was
+    executed top to bottom in one run (its figures from the same run as the text nbval checks)."""
+    test_sh = (ROOT / "tools" / "test.sh").read_text()
+    assert test_sh.index("--nbval") < test_sh.index("MLSYSIM_BOOK_STORED_OUTPUTS=1 bash tools/build_book.sh")
+    assert "MLSYSIM_BOOK_STORED_OUTPUTS" in (ROOT / "tools" / "build_book.sh").read_text()
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        counts = [c["execution_count"] for c in cells if c["cell_type"] == "code"]
+        assert counts == list(range(1, len(counts) + 1)), f"{path.name}: execute it again, top to bottom"
 
 
 def test_npm_lockfile_names_no_registry_host():
