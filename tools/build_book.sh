@@ -41,6 +41,8 @@ for name, path in cfg["sphinx"].get("local_extensions", {}).items():  # paths ar
     cfg["sphinx"]["local_extensions"][name] = os.path.abspath(path)
 yaml.safe_dump(cfg, open(out, "w"), sort_keys=False)   # the scripts load in their order
 PY
-  [ "$stored" = 1 ] && echo "build_book: the chapters in notebooks/ rendered from their stored outputs" >&2
+  if [ "$stored" = 1 ]; then
+    echo "build_book: the chapters in notebooks/ rendered from their stored outputs" >&2
+  fi
 fi
 jupyter-book build --all -W -n --keep-going --config "$config" .
