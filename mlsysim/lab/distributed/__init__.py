@@ -17,7 +17,9 @@ The rest runs without PyTorch:
 * ``tiers`` — where checkpoints live: each node's memory, a peer's replica, durable storage, and the
   recovery plan;
 * ``predict`` — what :func:`mlsysim.checkpoint` predicts for the job on this machine;
-* ``results`` — the recorded full-size benchmark and its targets.
+* ``terms`` — the terms that prediction leaves out, measured here, and the refined prediction;
+* ``accounting`` — each thread's and the machine's CPU time per step, and where a checkpoint's cost goes;
+* ``results`` — the recorded full-size benchmarks and their targets.
 
 Imports go one way: from the shared core (:mod:`mlsysim.lab`) and :mod:`mlsysim.lab.pytorch`, never
 back.

@@ -8,6 +8,8 @@ global commit and overhead per checkpoint of the sharded ``concurrent`` engine a
 memory and from durable storage, with the downtime. Every figure has the first (``naive``,
 :mod:`mlsysim.lab.distributed.predict`) and the refined prediction beside it. :func:`recorded`
 reads it, :func:`model_table` lists every figure, :func:`targets` checks the benchmark's targets.
+:func:`cpu_breakdown` reads ``lab/distributed/data/cpu_breakdown.json`` (``benchmarks/bench_lab_dist_cpu.py``):
+where a checkpoint's cost to the training goes, thread by thread, in the same job at a gigabyte.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ..pytorch.results import within_bound
 
 RECORD = "data/benchmark.json"
 EARLIER = "data/benchmark_capped.json"   # the record before, its writers beside busy processes timed at 256 MB
+CPU = "data/cpu_breakdown.json"          # where a checkpoint's cost goes: benchmarks/bench_lab_dist_cpu.py
 
 
 def recorded(record: str = RECORD) -> dict:
@@ -26,6 +29,14 @@ def recorded(record: str = RECORD) -> dict:
     beside busy processes (:func:`mlsysim.lab.distributed.terms.beside`) were timed with at most 256 MB and
     scaled by the bytes, not timed at each point's own size."""
     return json.loads(files(__package__).joinpath(record).read_text(encoding="utf-8"))
+
+
+def cpu_breakdown() -> dict:
+    """The recorded CPU accounting of the job at a gigabyte (``benchmarks/bench_lab_dist_cpu.py``): per run
+    (``world_size``, ``engine``, ``allocator``) its step times, the training thread's page faults per step,
+    and each count's growth in every checkpoint's cycle (:func:`mlsysim.lab.distributed.accounting.cycles`)
+    with their ``mean``."""
+    return recorded(CPU)
 
 
 def within(measured: float, predicted: float, factor: float = 2.0) -> bool:

@@ -91,7 +91,7 @@ import torch.nn.functional as F
 
 from .. import store
 from ..checksum import crc32
-from . import shards, tiers
+from . import accounting, shards, tiers
 from ..engines import make_engine
 from ..runner import _say, stop_here
 from ..pytorch.train import (ResumableSampler, TinyDecoder, TorchConfig, Windows, _Schedule, deterministic,
@@ -741,7 +741,7 @@ def _train(r: _Rank, engine, memory_tier: MemoryTier | None) -> None:
         s = job.step_count
         if r.rank == 0:
             _say(step=s, loss=loss.hex(), step_s=time.perf_counter() - t_step, t=time.perf_counter(),
-                 cpu=time.process_time())
+                 cpu=time.process_time(), acct=accounting.snapshot())
         if s % a.every == 0 and s > a.plain_steps:
             _checkpoint(r, s, engine, memory_tier)
         locked("between", s)

@@ -1,0 +1,123 @@
+"""Where a checkpoint's cost to the training goes: the CPU time of each of a rank's threads and of the
+whole machine, read at the end of every step, and its growth in a checkpoint's cycle (no PyTorch).
+
+A rank of the lab's job runs its training in its main thread; gloo moves the collectives' bytes in
+threads of its own (``gloo_*``, ``pt_gloo_*``); a checkpoint engine writes from background threads
+(this package's writer lives as long as the engine, ``dcp.async_save``'s ends with its save). Linux
+counts each thread's user and kernel time and its page faults (``/proc/self/task/<tid>/stat``) and the
+whole machine's time per state (``/proc/stat``: user, system, idle, the host's ``steal`` ...).
+
+:func:`snapshot` reads them; rank 0 adds one to each step's event. :func:`cycles` takes, for each
+checkpoint, the same cycle as :func:`~mlsysim.lab.distributed.terms.overhead_per_checkpoint` (the first
+``every // 2`` steps after the checkpoint less the next ``every // 2``) of every count. The threads
+that ended between two snapshots (a save's own thread) count as the process's CPU time less its
+living threads'.
+
+**The accounting.** While the ranks keep every core busy (the machine's idle time does not change),
+a cycle that lasts w seconds longer holds C w more core-seconds of work (C cores): the extra
+core-seconds over C are the wall time the training lost. Per rank, that work splits into the training
+thread's, gloo's and the background threads'; the machine adds the kernel's own threads and the CPU
+time the host takes (``steal``).
+
+>>> snaps = [{"proc": [1.0 * s, 0.0], "threads": {"main": [1.0 * s, 0.0, 100 * s]},
+...            "machine": [2.0 * s, 0, 0, 0, 0, 0, 0, 0]} for s in range(1, 9)]
+>>> ev = [{"step": s, "t": float(s) + (0.5 if s > 4 else 0.0), "acct": snaps[s - 1]} for s in range(1, 9)]
+>>> c = cycles(ev, every=4, plain=2)       # one checkpoint (step 4), its cycle steps 5-6, baseline 7-8
+>>> c["wall_s"], c["machine_busy_s"]
+([0.5], [0.0])
+"""
+from __future__ import annotations
+
+import os
+import statistics
+
+from ...errors import MlsysimError, check_integer
+
+MACHINE_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+GLOO_PREFIXES = ("gloo", "pt_gloo")
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def _role(tid: int, name: str) -> str:
+    if tid == os.getpid():
+        return "main"
+    return "gloo" if name.startswith(GLOO_PREFIXES) else "background"
+
+
+def snapshot() -> dict:
+    """This process's CPU seconds (``proc``: user, system, all its threads, ended ones included), its
+    living threads' by role (``threads``: {"main" | "gloo" | "background": [user s, system s, minor
+    faults]}) and the machine's (``machine``: seconds in each state of :data:`MACHINE_FIELDS`)."""
+    threads: dict = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:                        # the thread ended meanwhile: the process's time holds it
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        x = stat[stat.rindex(")") + 2:].split()
+        row = threads.setdefault(_role(int(tid), name), [0.0, 0.0, 0])
+        row[0] += int(x[11]) * _TICK_S
+        row[1] += int(x[12]) * _TICK_S
+        row[2] += int(x[7])
+    with open("/proc/stat") as f:
+        machine = [int(v) * _TICK_S for v in f.readline().split()[1:1 + len(MACHINE_FIELDS)]]
+    t = os.times()
+    return {"proc": [t.user, t.system], "threads": threads, "machine": machine}
+
+
+def _counts(a: dict) -> dict:
+    """One snapshot as flat counts: the roles' user, system and faults; ``ended_s``, the CPU time of
+    threads no longer listed is found only as a difference (below)."""
+    out = {"proc_s": a["proc"][0] + a["proc"][1]}
+    for role in ("main", "gloo", "background"):
+        u, s, faults = a["threads"].get(role, [0.0, 0.0, 0])
+        out.update({f"{role}_user_s": u, f"{role}_system_s": s, f"{role}_faults": faults})
+    m = dict(zip(MACHINE_FIELDS, a["machine"]))
+    out["machine_busy_s"] = sum(v for k, v in m.items() if k not in ("idle", "iowait"))
+    out["machine_idle_s"] = m["idle"] + m["iowait"]
+    out["steal_s"] = m["steal"]
+    return out
+
+
+def _between(a: dict, b: dict) -> dict:
+    """The counts from snapshot ``a`` to ``b``. Living threads are summed by role, so a thread that ended
+    in between takes its time out of its role's sum: ``ended_s`` (the process's growth less the roles')
+    puts it back, and the ended thread's time that ``a`` held is taken out of the role it was in."""
+    ca, cb = _counts(a), _counts(b)
+    d = {k: cb[k] - ca[k] for k in cb}
+    listed = sum(d[f"{r}_{k}_s"] for r in ("main", "gloo", "background") for k in ("user", "system"))
+    d["ended_s"] = d["proc_s"] - listed
+    return d
+
+
+def cycles(events, every: int, plain: int) -> dict:
+    """{count: [its growth in each checkpoint's cycle over its baseline]} from rank 0's step events
+    (``step``, ``t`` and ``acct``, a :func:`snapshot`), for the checkpoints of
+    :func:`~mlsysim.lab.distributed.terms.overhead_per_checkpoint` with ``every`` >= 4: ``wall_s`` (the
+    overhead), ``proc_s``, each role's ``*_user_s``, ``*_system_s`` and ``*_faults``, ``ended_s``,
+    ``machine_busy_s`` (the machine's core-seconds of work: all but idle and I/O wait),
+    ``machine_idle_s`` and ``steal_s``."""
+    check_integer("every", every)
+    if every < 4 or type(plain) is not int or plain < 2:
+        raise MlsysimError(f"every must be >= 4 (a cycle and its baseline between two checkpoints) and plain an "
+                           f"integer >= 2, got every={every!r}, plain={plain!r}")
+    at = {e["step"]: e for e in events if "step" in e and "t" in e and "acct" in e}
+    h = every // 2
+    out: dict = {}
+    for s in sorted(at):
+        if s <= plain or s % every or s + every not in at or s + h not in at:
+            continue
+        cyc, base = _between(at[s]["acct"], at[s + h]["acct"]), _between(at[s + h]["acct"], at[s + every]["acct"])
+        cyc["wall_s"], base["wall_s"] = at[s + h]["t"] - at[s]["t"], at[s + every]["t"] - at[s + h]["t"]
+        for k in cyc:
+            out.setdefault(k, []).append(cyc[k] - base[k])
+    if not out:
+        raise MlsysimError("no checkpoint has a full interval of accounted steps after it")
+    return out
+
+
+def means(c: dict) -> dict:
+    """The mean of each count's growth over the cycles of :func:`cycles`."""
+    return {k: statistics.mean(v) for k, v in c.items()}
