@@ -230,14 +230,15 @@ def test_the_pipelined_engine_in_the_comparison_resumes_and_refuses_a_flipped_by
 
 @pytest.mark.parametrize("kind", ["torch.save+fsync", "dcp", "sync", "concurrent"])
 def test_pruning_is_outside_the_stall_and_the_time_to_durable(kind, tmp_path, monkeypatch):
-    """One protocol for every engine: pruning (here made to take 0.3 s by a real pause before the real
-    deletion) runs after save returns and after the commit, and is timed on its own."""
+    """One protocol for every engine: pruning (here made to take 1 s by a real pause before the real
+    deletion, longer than any save of this small state takes on a loaded machine) runs after save
+    returns and after the commit, and is timed on its own."""
     pytest.importorskip("torch")
     import time
     from mlsysim.lab import store
     from mlsysim.lab.pytorch import engines as te
     from mlsysim.lab.pytorch.train import TorchConfig, TorchTrainer
-    pause = 0.3
+    pause = 1.0
     real_prune = store.prune
     monkeypatch.setattr(store, "prune", lambda d, keep: (time.sleep(pause), real_prune(d, keep))[1])
     for cls in (te.TorchSaveEngine, te.DcpEngine):

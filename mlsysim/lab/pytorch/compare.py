@@ -546,18 +546,20 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
 def torch_crc_Bps(repeats: int, size_B: int = 64 * 2 ** 20) -> float:
     """The rate of the CRC-32 that ``torch.save``'s zip writer computes over every record: ``torch.save``
     of one ``size_B`` tensor into memory with the check on, less the same with it off (each the best
-    of ``repeats``, at least three). NaN where this torch has no such switch
-    (``torch.utils.serialization.config``, 2.6+) or the two cannot be told apart."""
+    of ``repeats``, at least five, the two taken in turn so that the machine's other work falls on
+    both alike). NaN where this torch has no such switch (``torch.utils.serialization.config``, 2.6+)
+    or the two cannot be told apart."""
     try:
         from torch.utils.serialization import config
     except ImportError:
         return float("nan")
     tensor = torch.ones(size_B, dtype=torch.uint8)
-    times, before = {}, config.save.compute_crc32
+    times, before = {True: math.inf, False: math.inf}, config.save.compute_crc32
     try:
-        for crc in (True, False):
-            config.save.compute_crc32 = crc
-            times[crc] = min(_save_to_memory_s(tensor) for _ in range(max(repeats, 3)))
+        for _ in range(max(repeats, 5)):
+            for crc in (True, False):
+                config.save.compute_crc32 = crc
+                times[crc] = min(times[crc], _save_to_memory_s(tensor))
     finally:
         config.save.compute_crc32 = before
     extra = times[True] - times[False]
