@@ -1,6 +1,7 @@
 """The CPU accounting of the distributed lab's steps: each thread's and the machine's CPU time, read for
 real in this process (a thread that burns CPU and ends, memory touched for the first time), and the
 growth of every count in a checkpoint's cycle over its baseline."""
+import os
 import threading
 import time
 
@@ -23,8 +24,13 @@ def test_a_thread_that_ended_counts_as_the_process_less_its_living_threads():
     th = threading.Thread(target=_burn, args=(0.3,))
     th.start()
     th.join()
+    gone = f"/proc/self/task/{th.native_id}"
+    for _ in range(500):                    # join returns before the kernel has reaped the thread
+        if not os.path.exists(gone):
+            break
+        time.sleep(0.01)
     d = accounting._between(a, accounting.snapshot())
-    assert d["ended_s"] >= 0.25 and d["main_user_s"] + d["main_system_s"] < 0.1
+    assert not os.path.exists(gone) and d["ended_s"] >= 0.25 and d["main_user_s"] + d["main_system_s"] < 0.1
 
 
 def test_the_training_thread_its_work_and_its_page_faults():
