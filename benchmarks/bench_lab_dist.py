@@ -27,7 +27,8 @@ Every figure has two predictions beside it: the first (``naive``: :mod:`mlsysim.
 (:mod:`mlsysim.lab.distributed.terms`: the same rates with the terms the first leaves out, each
 measured in the same point: CRC-32, page-cache write, the cores the ranks share, copies of N ranks at
 once, gloo's broadcast (of a buffer, and of the state's tensors into tensors the receivers allocate) and
-point-to-point rates, the writers' CPU time, what busy processes lose beside them and the CPU time the
+point-to-point rates, the writers' CPU time (after a gap, alone and beside processes that churn memory
+at the rate the job's plain steps fault it in), what busy processes lose beside them and the CPU time the
 host takes from this machine meanwhile, the ranks' busy share in the job's plain steps, each engine's
 fixed costs per save, the job's start).
 
@@ -123,6 +124,7 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
                             own_overhead_s=rest.gloo.get("own_overhead_s"),
                             torch_crc_Bps=_torch_crc_Bps(cfg.state_B / nproc),
                             busy_share=conc.plain_step_cpu_s / conc.plain_step_s if conc.plain_step_cpu_s else None,
+                            churn_Bps=nproc * conc.plain_churn_Bps if conc.plain_churn_Bps else None,
                             torch_fresh_Bps=terms.parallel_torch_fresh_Bps(cfg.state_B, nproc))
     naive_m = predict.dist_machine(t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B))
     step_s = conc.plain_step_s

@@ -168,4 +168,5 @@ def test_plain_steps_first_then_the_overhead_per_checkpoint(tmp_path):
     assert shards.global_steps(tmp_path / "reference") == [6, 8]
     assert r.plain_step_s > 0 and len(r.overheads_s) == 1 and r.overhead_s == r.overheads_s[0]
     assert 0 < r.plain_step_cpu_s < 4 * r.plain_step_s          # the rank's CPU time in a plain step, all threads
+    assert r.plain_churn_Bps > 0                  # the memory rank 0 faults in per second while it trains
     assert r.to_dict()["overheads_s"] == list(r.overheads_s)

@@ -36,6 +36,7 @@ from ...errors import MlsysimError, check_integer
 MACHINE_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 GLOO_PREFIXES = ("gloo", "pt_gloo")
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+PAGE_B = os.sysconf("SC_PAGE_SIZE")          # what one minor fault maps
 
 
 def _role(tid: int, name: str) -> str:
@@ -92,6 +93,39 @@ def _between(a: dict, b: dict) -> dict:
     return d
 
 
+def checkpoint_cycles(steps, every: int, plain: int) -> list[tuple[int, int, int]]:
+    """(checkpoint, end of its cycle, end of its baseline) for each checkpoint among ``steps`` (the steps
+    timed) with ``every`` >= 4: a checkpoint every ``every`` steps after the ``plain`` ones, its cycle the
+    first ``every // 2`` steps after it, its baseline the next ``every // 2``, all of them timed.
+
+    >>> checkpoint_cycles(range(1, 17), every=4, plain=4)
+    [(8, 10, 12), (12, 14, 16)]
+    """
+    steps, h = set(steps), every // 2
+    return [(s, s + h, s + 2 * h) for s in sorted(steps)
+            if s > plain and s % every == 0 and s + every in steps and s + h in steps and s + 2 * h in steps]
+
+
+def churn_Bps(events, plain: int) -> float | None:
+    """Bytes per second of memory that rank 0's threads fault in (minor faults x the page size) in a plain
+    step, the median of the plain steps after the first, from the step events' ``acct`` (:func:`snapshot`);
+    None where they hold none. Each fault is a page the rank takes, most of them freed a moment before
+    (PyTorch's CPU allocator unmaps a large tensor when it dies): the memory the training churns.
+
+    >>> ev = [{"step": s, "t": 0.5 * s, "acct": {"threads": {"main": [0, 0, 1000 * s], "gloo": [0, 0, 24 * s]}}}
+    ...       for s in range(1, 5)]
+    >>> churn_Bps(ev, plain=4) == 1024 * PAGE_B / 0.5
+    True
+    """
+    at = {e["step"]: e for e in events if "step" in e and "t" in e and "acct" in e}
+
+    def faults(e):
+        return sum(row[2] for row in e["acct"]["threads"].values())
+    rates = [(faults(at[s]) - faults(at[s - 1])) * PAGE_B / (at[s]["t"] - at[s - 1]["t"])
+             for s in range(2, plain + 1) if s in at and s - 1 in at and at[s]["t"] > at[s - 1]["t"]]
+    return statistics.median(rates) if rates else None
+
+
 def cycles(events, every: int, plain: int) -> dict:
     """{count: [its growth in each checkpoint's cycle over its baseline]} from rank 0's step events
     (``step``, ``t`` and ``acct``, a :func:`snapshot`), for the checkpoints of
@@ -104,13 +138,10 @@ def cycles(events, every: int, plain: int) -> dict:
         raise MlsysimError(f"every must be >= 4 (a cycle and its baseline between two checkpoints) and plain an "
                            f"integer >= 2, got every={every!r}, plain={plain!r}")
     at = {e["step"]: e for e in events if "step" in e and "t" in e and "acct" in e}
-    h = every // 2
     out: dict = {}
-    for s in sorted(at):
-        if s <= plain or s % every or s + every not in at or s + h not in at:
-            continue
-        cyc, base = _between(at[s]["acct"], at[s + h]["acct"]), _between(at[s + h]["acct"], at[s + every]["acct"])
-        cyc["wall_s"], base["wall_s"] = at[s + h]["t"] - at[s]["t"], at[s + every]["t"] - at[s + h]["t"]
+    for s, c, b in checkpoint_cycles(at, every, plain):
+        cyc, base = _between(at[s]["acct"], at[c]["acct"]), _between(at[c]["acct"], at[b]["acct"])
+        cyc["wall_s"], base["wall_s"] = at[c]["t"] - at[s]["t"], at[b]["t"] - at[c]["t"]
         for k in cyc:
             out.setdefault(k, []).append(cyc[k] - base[k])
     if not out:

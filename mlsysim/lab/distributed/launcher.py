@@ -529,11 +529,10 @@ class DistributedRun:
     ``concurrent`` engine's allocation and first touch of its snapshot buffers at the start of the job
     (rank 0; not part of any checkpoint's stall). ``downtime_s``: for each kill, the seconds until the job
     had resumed, as the driver saw them (detection, rendezvous, new processes and the recovery itself).
-    With ``plain_steps`` (the uninterrupted run's first steps, without checkpoints):
-    :func:`mlsysim.lab.distributed.terms.overhead_per_checkpoint`'s ``plain_step_s``, ``overheads_s``,
-    ``overhead_s``, and of rank 0's CPU time. ``reference_losses``: the uninterrupted run's loss at steps
-    1, 2, ... (exact floats). ``prediction``: what :mod:`mlsysim.lab.distributed.predict` predicts for this
-    job on this machine (with ``predict=True``)."""
+    With ``plain_steps`` (first steps without checkpoints): ``plain_step_s``, ``plain_churn_Bps``, ``overheads_s``,
+    ``overhead_s``, the same of rank 0's CPU time (:func:`~mlsysim.lab.distributed.terms.overhead_per_checkpoint`).
+    ``reference_losses``: the uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``:
+    :mod:`mlsysim.lab.distributed.predict`'s for this job on this machine (with ``predict=True``)."""
 
     engine: str
     mode: str
@@ -575,6 +574,7 @@ class DistributedRun:
     plain_steps: int = 0
     plain_step_s: float | None = None
     plain_step_cpu_s: float | None = None
+    plain_churn_Bps: float | None = None
     overheads_s: tuple = ()
     overhead_s: float | None = None
     overheads_cpu_s: tuple | None = None
@@ -639,7 +639,8 @@ def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory:
     """The uninterrupted run, launched or ``reference``'s: ({step: loss}, its fields of the record, events or None)."""
     if reference is not None:
         names = ("stall_s", "durable_s", "stalls_s", "durables_s", "prepare_s", "memory_s", "memory_stall_s",
-                 "plain_step_s", "plain_step_cpu_s", "overheads_s", "overhead_s", "overheads_cpu_s", "overhead_cpu_s")
+                 "plain_step_s", "plain_step_cpu_s", "plain_churn_Bps", "overheads_s", "overhead_s", "overheads_cpu_s",
+                 "overhead_cpu_s")
         return dict(enumerate(reference.reference_losses, start=1)), {k: getattr(reference, k) for k in names}, None
     ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=None if root is None
                  else root / "reference", **kw)

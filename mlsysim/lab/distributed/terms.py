@@ -40,6 +40,9 @@ timings in the same run):
         the kernel accounts it (page cache, writeback included)
   u_h   the same, each write after the host has taken back     :func:`beside` (per byte, median of 3)
         the memory the last one freed (as h for p)
+  u_c   the same after the same wait, beside N processes that  :func:`beside` (per byte, median of 3)
+        churn memory at the job's rate between them (N x rank
+        0's page faults per second in the plain steps)
   m     what each of N busy processes loses, on average, while  :func:`beside` (per byte, median of 5)
         the N writers run beside them
   s     the CPU time the host takes from this machine (its      :func:`beside` (per byte, median of 5)
@@ -93,13 +96,17 @@ for S / W and S / r (a single reader or writer keeps W and r).
   replaces the slowest busy process's loss, a difference of two timings of a few tenths of a second,
   whose noise can exceed the loss itself. Where the gap between checkpoints is at least
   :data:`RECLAIM_DELAY_S`, u_h stands for u: the pages each write frees have gone back to the host
-  before the next checkpoint, whose writers take them again. The writes take more from the work beside
-  them than the CPU time the guest accounts to them (the host's work for the disk and for the pages,
-  the caches). On a virtual machine the host's part is measured as such: the CPU time it takes from
-  the guest's cores while the writers run beside busy work (s), so the core-seconds the writes take
-  are u S + s S (u_h S + s S after the gap). Where s was not measured but m was (the busy processes'
-  mean, steadier than the slowest one's), they are m S min(N, C) (+ (u_h − u) S after the gap). Ranks are
-  not busy all the time (they wait in collectives): with ρ measured, the C − N ρ cores they leave idle
+  before the next checkpoint, whose writers take them again; u_c stands for both where it was
+  measured: the training churns memory, Linux hands the pages it frees to the next allocation before
+  the blocks it reported to the host (:mod:`~mlsysim.lab.distributed.beside`), and the writers, which
+  keep no more cached than their window, take pages the training freed a moment before. The writes
+  take more from the work beside them than the CPU time the guest accounts to them (the host's work
+  for the disk and for the pages, the caches). On a virtual machine the host's part is measured as
+  such: the CPU time it takes from the guest's cores while the writers run beside busy work (s), so
+  the core-seconds the writes take are u S + s S (after the gap u_h S + s S, or u_c S + s S). Where s
+  was not measured but m was (the busy processes' mean, steadier than the slowest one's), they are
+  m S min(N, C) (+ (u_h − u) S, or (u_c − u) S, after the gap). Ranks are not busy all the time (they
+  wait in collectives): with ρ measured, the C − N ρ cores they leave idle
   take what they can while the writers run (the durable time's middle term, w), and
   loss = max(0, taken − max(0, C − N ρ) x w) / min(N, C);
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
@@ -112,7 +119,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   the steps beside it); without :func:`~.probes.engine_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap
   between checkpoints is at least :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs
   R (1/h − 1/p) more, in the durable time (times v) and in the overhead (N R (1/h − 1/p) / C,
-  which u_h holds already where it stands for u);
+  which u_h holds already where it stands for u; u_c does not: the file DCP leaves cached is memory the
+  job holds beyond what it churns, so the host must back it again however the training churns);
 * sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load);
 * broadcast restore: S / r + S (1/k + a) + S / g_s + R N / c_N (rank 0 reads and verifies, then gloo
   into the tensors the receivers allocate for it: their pages are new, and each one faults in while
@@ -150,16 +158,12 @@ import numpy as np
 
 from ...checkpoint import EXTRAS_PER_RANK_B
 from ...errors import MlsysimError, check_integer, check_positive
+from .accounting import checkpoint_cycles, churn_Bps
+from .beside import RECLAIM_DELAY_S, RECLAIM_WAIT_S, beside, steal_s  # noqa: F401  (re-exported)
 
 #: the rendezvous' detection of a dead node, seconds: keep_alive_interval (1 s) x keep_alive_max_attempt (2),
 #: as :data:`mlsysim.lab.distributed.launcher.RDZV_CONF` sets them
 DETECT_S = 2.0
-#: seconds after which Linux reports a free block to the host (``PAGE_REPORTING_DELAY``, 2 s in
-#: mm/page_reporting.c); blocks of 2 MB and more (``pageblock_order``) are reported
-RECLAIM_DELAY_S = 2.0
-#: seconds :func:`reclaimed_write_Bps` waits after freeing memory: the kernel reports in passes, each
-#: :data:`RECLAIM_DELAY_S` after the last, so the wait spans a few
-RECLAIM_WAIT_S = 6.0
 #: the most bytes :func:`measure_terms` writes for a floor, a copy or a disk rate; the rates are per byte, so
 #: larger states scale them (the writers beside busy processes, :func:`beside`, are timed at the job's size)
 PROBE_CAP_B = 256e6
@@ -230,6 +234,8 @@ class Terms:
     beside_mean_loss_s_per_B: float | None = None
     busy_share: float | None = None
     beside_steal_s_per_B: float | None = None
+    writer_cpu_churned_s_per_B: float | None = None
+    churn_Bps: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -254,7 +260,7 @@ class Terms:
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 <= v < math.inf):
                 raise MlsysimError(f"{k} must be a measured value >= 0 or None, got {v!r}")
-        for k in ("writer_cpu_s_per_B", "writer_cpu_reclaimed_s_per_B"):
+        for k in ("writer_cpu_s_per_B", "writer_cpu_reclaimed_s_per_B", "writer_cpu_churned_s_per_B", "churn_Bps"):
             u = getattr(self, k)
             if u is not None and not (isinstance(u, (int, float)) and 0 < u < math.inf):
                 raise MlsysimError(f"{k} must be measured CPU seconds per byte > 0 or None, got {u!r}")
@@ -317,13 +323,14 @@ def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> f
 
 
 def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, reclaim_wait_s: float = RECLAIM_WAIT_S,
-                  **measured) -> Terms:
+                  churn_Bps: float | None = None, **measured) -> Terms:
     """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at :data:`PROBE_CAP_B`, but for the
     writers beside busy processes, :func:`beside`, timed at ``size_B`` itself: the memory their writes take back
     from the host need not grow with the bytes written) in ``directory``: the floors, ``rounds`` more write +
     ``fsync`` timings (the disk's rate is their median), the aggregate copies of ``world`` threads, the page-cache
-    write into memory freed ``reclaim_wait_s`` before (:func:`reclaimed_write_Bps`). ``measured``: terms measured
-    elsewhere (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``,
+    write into memory freed ``reclaim_wait_s`` before (:func:`reclaimed_write_Bps`); with ``churn_Bps`` (the memory
+    the job's ranks churn, bytes per second) the writers after the wait beside it too (u_c). ``measured``: terms
+    measured elsewhere (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``,
     ``start_s``, ``busy_share``)."""
     from ..floors import measure_floors, write_once
     check_integer("world", world)
@@ -335,7 +342,7 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
         times = [write_once(os.path.join(tmp, f"w{i}.bin"), data) for i in range(rounds)]
         sync = statistics.median(_small_durable_s(Path(tmp) / f"c{i}.json") for i in range(5))
         shared_w, shared_r, same_r = shared_disk(tmp, size, world, rounds)
-        b = beside(tmp, float(size_B), world, reclaim_wait_s=reclaim_wait_s)
+        b = beside(tmp, float(size_B), world, reclaim_wait_s=reclaim_wait_s, churn_Bps=churn_Bps)
         reclaimed = reclaimed_write_Bps(tmp, size, wait_s=reclaim_wait_s)
     return Terms(cores=os.cpu_count() or 1, world=world, copy_Bps=f.copy_Bps,
                  parallel_copy_Bps=parallel_copy_Bps(size, world),
@@ -347,7 +354,8 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
                  writer_cpu_reclaimed_s_per_B=b["writers_cpu_reclaimed_s"] / b["size_B"],
                  beside_mean_loss_s_per_B=b["mean_loss_s"] / b["size_B"],
                  beside_steal_s_per_B=None if b["steal_s"] is None else b["steal_s"] / b["size_B"],
-                 reclaimed_write_Bps=reclaimed, **measured)
+                 reclaimed_write_Bps=reclaimed, churn_Bps=churn_Bps, writer_cpu_churned_s_per_B=None
+                 if b["writers_cpu_churned_s"] is None else b["writers_cpu_churned_s"] / b["size_B"], **measured)
 
 
 def shared_disk(directory, size_B: float, world: int, rounds: int = 3) -> tuple[float, float, float]:
@@ -391,111 +399,6 @@ def shared_disk(directory, size_B: float, world: int, rounds: int = 3) -> tuple[
     reads = min(cold(read) for _ in range(2))
     same = min(cold(read_all) for _ in range(2))
     return n * world / statistics.median(writes), n * world / reads, n * world / same
-
-
-def steal_s() -> float | None:
-    """Seconds the host has run other work while this machine's virtual CPUs wanted to run, summed
-    over them since boot (``steal`` in ``/proc/stat``); None where the kernel does not report it."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = f.readline().split()
-        return int(fields[8]) / os.sysconf("SC_CLK_TCK") if fields[0] == "cpu" and len(fields) > 8 else None
-    except (OSError, ValueError):
-        return None
-
-
-def _cpu_s() -> float:
-    """This process's CPU time, user and kernel, all its threads (``getrusage``)."""
-    import resource
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def _spin(k: int, out) -> None:
-    t0 = time.perf_counter()
-    x = 0
-    for i in range(k):
-        x += i * i
-    out.put(time.perf_counter() - t0)
-
-
-def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM_WAIT_S, reclaimed: int = 3) -> dict:
-    """N (``world``) threads each write ``size_B / world`` bytes durably (:func:`mlsysim.lab.store.write_durable`:
-    CRC-32, 16 MB writes, writeback, ``fsync``) alone, five times in a row, then ``reclaimed`` times more,
-    each after ``reclaim_wait_s`` idle (as a job's checkpoints come, the gap between them long enough for
-    the host to take back the memory the last write freed), then beside ``world`` processes that each
-    spin (pure Python, one core each) for three times that long (the median of five). Returns
-    ``writers_alone_s`` (the best of the five alone), ``writers_cpu_s`` (their CPU time alone, user and
-    kernel, as ``getrusage`` accounts it to this process: the median of the five),
-    ``writers_cpu_reclaimed_s`` (the same of the writes after the wait, the median; None where
-    ``reclaimed`` is 0), ``writers_beside_s`` (the writers' seconds with the spinners beside them),
-    ``loss_s`` (how much longer the slowest spinner took than alone), ``mean_loss_s`` (the same of the
-    spinners' mean: what each lost, on average), ``steal_s`` (the CPU time the host took from this
-    machine while the writers ran beside the spinners, less the same without the writers: the host's
-    work for the writes, a virtual disk's included; None where :func:`steal_s` is not reported) and
-    ``size_B``: what N ranks training and N writers on this machine's cores do to each other, the
-    kernel's and the host's work for the writes included."""
-    import multiprocessing
-    from ..store import write_durable
-    check_integer("world", world)
-    if type(reclaimed) is not int or reclaimed < 0:
-        raise MlsysimError(f"reclaimed must be an integer >= 0 (writes timed after a wait), got {reclaimed!r}")
-    if not (0 <= reclaim_wait_s < math.inf):
-        raise MlsysimError(f"reclaim_wait_s must be a time >= 0 s, got {reclaim_wait_s!r}")
-    n = max(int(size_B) // world, 1)
-    data = np.full(n, 7, dtype=np.uint8)
-    ctx = multiprocessing.get_context("fork")
-
-    def writers() -> float:
-        pool = [threading.Thread(target=write_durable, args=(Path(directory) / f"beside-{i}.bin", [data]))
-                for i in range(world)]
-        t0 = time.perf_counter()
-        for th in pool:
-            th.start()
-        for th in pool:
-            th.join()
-        return time.perf_counter() - t0
-
-    timed = []                                   # (seconds, CPU seconds) of each write alone
-    for _ in range(5):
-        c0 = _cpu_s()
-        timed.append((writers(), _cpu_s() - c0))
-    alone = min(w for w, _ in timed)
-    after_wait = []                              # CPU seconds of each write into memory the host took back
-    for _ in range(reclaimed):
-        time.sleep(reclaim_wait_s)
-        c0 = _cpu_s()
-        writers()
-        after_wait.append(_cpu_s() - c0)
-    t0 = time.perf_counter()
-    _spin(10 ** 6, ctx.SimpleQueue())
-    k = int(3 * max(alone, 0.05) / ((time.perf_counter() - t0) / 10 ** 6)) + 1
-
-    def spinners(with_writers: bool) -> tuple[float, float, float | None, float | None]:
-        q = ctx.SimpleQueue()
-        procs = [ctx.Process(target=_spin, args=(k, q)) for _ in range(world)]
-        s0 = steal_s()
-        for pr in procs:
-            pr.start()
-        time.sleep(0.05)                                   # the spinners run before the writers start
-        w = writers() if with_writers else None
-        spun = [q.get() for _ in procs]
-        for pr in procs:
-            pr.join()
-        s1 = steal_s()
-        return max(spun), statistics.mean(spun), w, None if s0 is None or s1 is None else s1 - s0
-
-    bases = [spinners(False) for _ in range(2)]
-    runs = sorted(spinners(True) for _ in range(5))           # the median run, by the slowest spinner's loss
-    slowest, _, w, _ = runs[2]
-    mean_base = min(b[1] for b in bases)
-    stolen = None if any(r[3] is None for r in bases + runs) else max(
-        0.0, statistics.median(r[3] for r in runs) - min(b[3] for b in bases))
-    return {"size_B": float(n * world), "writers_alone_s": alone,
-            "writers_cpu_s": statistics.median(c for _, c in timed),
-            "writers_cpu_reclaimed_s": statistics.median(after_wait) if after_wait else None, "writers_beside_s": w,
-            "loss_s": max(0.0, slowest - min(b[0] for b in bases)),
-            "mean_loss_s": max(0.0, statistics.median(r[1] for r in runs) - mean_base), "steal_s": stolen}
 
 
 def reclaimed_write_Bps(directory, size_B: float, repeats: int = 2, wait_s: float = RECLAIM_WAIT_S) -> float:
@@ -563,9 +466,11 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
         loss = t.beside_loss_s_per_B * total
         out["terms"].update(beside_write_s=t.beside_write_s_per_B * total, beside_loss_s=loss)
     taken_back = gap_s >= RECLAIM_DELAY_S         # the memory the last checkpoint freed is the host's again
-    u_back = taken_back and t.writer_cpu_reclaimed_s_per_B is not None
+    churned = taken_back and t.writer_cpu_churned_s_per_B is not None   # unless the training takes it first
+    u_back = taken_back and t.writer_cpu_reclaimed_s_per_B is not None and not churned
     if t.writer_cpu_s_per_B is not None:
-        cpu = (t.writer_cpu_reclaimed_s_per_B if u_back else t.writer_cpu_s_per_B) * total
+        cpu = (t.writer_cpu_churned_s_per_B if churned else t.writer_cpu_reclaimed_s_per_B if u_back
+               else t.writer_cpu_s_per_B) * total
         cpu_s = cpu / n * slowed
     writers = max(write, cpu_s)                  # writeback starts chunk by chunk: the longer of the two
     if t.writer_cpu_s_per_B is not None:         # every CPU second the writers take, a rank on a busy core loses
@@ -656,7 +561,9 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     ``every // 2``, the last before the next checkpoint (a background write done by then); a job whose
     steps drift (warming up, the machine's other load) biases no cycle against a baseline timed minutes
     before. With ``every`` < 4 the cycle is the ``every`` steps after the checkpoint, less ``every`` plain
-    steps (the median of the plain steps after the first). Returns ``plain_step_s``, ``plain_step_cpu_s``
+    steps (the median of the plain steps after the first). Returns ``plain_step_s``, ``plain_churn_Bps`` (the
+    memory rank 0 faults in per second in a plain step, where the events hold ``acct``:
+    :func:`~mlsysim.lab.distributed.accounting.churn_Bps`; None otherwise), ``plain_step_cpu_s``
     (the rank's CPU time in a plain step, all its threads, where the events hold ``cpu``, its
     ``time.process_time()``; None otherwise), ``overheads_s`` (one per checkpoint with a full interval
     after it), ``overhead_s`` (their mean: what the training paid in all, per checkpoint, as a run
@@ -685,17 +592,19 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     cpu = {e["step"]: e["cpu"] for e in events if "step" in e and "cpu" in e}
     cpu_base = [cpu[s] - cpu[s - 1] for s in range(2, plain + 1) if s in cpu and s - 1 in cpu]
     ck = [s for s in sorted(t) if s > plain and s % every == 0 and s + every in t]
+    if every >= 4:
+        ck = [s for s, _, _ in checkpoint_cycles(t, every, plain)]
 
     def cycles(x: dict, plain_s: float) -> list:
         if every >= 4:
-            h = every // 2
-            return [(x[s + h] - x[s]) - (x[s + 2 * h] - x[s + h]) for s in ck]
+            return [(x[c] - x[s]) - (x[b] - x[c]) for s, c, b in checkpoint_cycles(t, every, plain)]
         return [x[s + every] - x[s] - every * plain_s for s in ck]
 
     over = cycles(t, step)
     cpu_over = cycles(cpu, statistics.median(cpu_base)) if cpu_base and all(
         s in cpu and s + every in cpu for s in ck) else None
     return {"plain_step_s": step, "plain_step_cpu_s": statistics.median(cpu_base) if cpu_base else None,
+            "plain_churn_Bps": churn_Bps(events, plain),
             "overheads_s": over, "overhead_s": statistics.mean(over) if over else None,
             "overheads_cpu_s": cpu_over, "overhead_cpu_s": statistics.mean(cpu_over) if cpu_over else None}
 

@@ -1,0 +1,210 @@
+"""N durable writers beside N busy processes on this machine's cores, and the host's part (no PyTorch):
+the terms B, u, u_h, u_c, m and s of :mod:`mlsysim.lab.distributed.terms`, measured by :func:`beside`.
+
+**Memory the training churns.** A rank of the lab's job frees memory and takes it again all the time:
+PyTorch's CPU allocator gives a large tensor's pages back to the kernel when the tensor dies and maps
+new ones for the next (the job's plain steps fault in hundreds of megabytes a second, in 4 KB pages).
+Linux hands a freed page to the next allocation first; the blocks it has reported to the host wait at
+the tail of its free lists (``__putback_isolated_page``) and are taken only when the others run out. So
+while the training churns, the pages a writer frees and takes again stay backed however long the gap
+between two checkpoints: what grows is what the host must back again, such as a file that a checkpoint
+leaves in the page cache. :func:`beside` times the writes after the gap once more beside processes that
+churn memory at the job's own rate (``churn_Bps``): u_c, which stands for u_h where it was measured.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import MlsysimError, check_integer
+
+#: seconds after which Linux reports a free block to the host (``PAGE_REPORTING_DELAY``, 2 s in
+#: mm/page_reporting.c); blocks of 2 MB and more (``pageblock_order``) are reported
+RECLAIM_DELAY_S = 2.0
+#: seconds :func:`~mlsysim.lab.distributed.terms.reclaimed_write_Bps` and :func:`beside` wait after freeing
+#: memory: the kernel reports in passes, each :data:`RECLAIM_DELAY_S` after the last, so the wait spans a few
+RECLAIM_WAIT_S = 6.0
+#: the block a churning process maps, touches and unmaps at a time (:func:`churn`)
+CHURN_BLOCK_B = 64 * 2 ** 20
+
+
+def steal_s() -> float | None:
+    """Seconds the host has run other work while this machine's virtual CPUs wanted to run, summed
+    over them since boot (``steal`` in ``/proc/stat``); None where the kernel does not report it."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK") if fields[0] == "cpu" and len(fields) > 8 else None
+    except (OSError, ValueError):
+        return None
+
+
+def _cpu_s() -> float:
+    """This process's CPU time, user and kernel, all its threads (``getrusage``)."""
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def churn(rate_Bps: float, stop, seconds: float = 600.0) -> int:
+    """Map, touch and unmap anonymous memory at ``rate_Bps`` bytes per second, :data:`CHURN_BLOCK_B` at a
+    time, every page of the system's size written once (as PyTorch's allocator takes a large tensor's
+    pages and gives them back), until the event ``stop`` is set or ``seconds`` have passed; returns the
+    bytes churned. Where the machine cannot keep up, it churns as fast as it can.
+
+    >>> import threading
+    >>> churn(1e9, threading.Event(), seconds=0.05) >= CHURN_BLOCK_B
+    True
+    """
+    import mmap
+    if not (0 < rate_Bps < math.inf):
+        raise MlsysimError(f"rate_Bps must be a rate > 0 B/s, got {rate_Bps!r}")
+    t0, done = time.perf_counter(), 0
+    while not stop.is_set() and time.perf_counter() - t0 < seconds:
+        block = mmap.mmap(-1, CHURN_BLOCK_B)
+        pages = np.frombuffer(block, dtype=np.uint8)
+        pages[::mmap.PAGESIZE] = 1
+        del pages
+        block.close()
+        done += CHURN_BLOCK_B
+        while not stop.is_set():                  # ahead of the rate: wait, a tenth of a second at a time
+            ahead = done / rate_Bps - (time.perf_counter() - t0)
+            if ahead <= 0:
+                break
+            stop.wait(min(ahead, 0.1))
+    return done
+
+
+def _churn_in(rate_Bps: float, stop) -> None:
+    churn(rate_Bps, stop)
+
+
+def _spin(k: int, out) -> None:
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(k):
+        x += i * i
+    out.put(time.perf_counter() - t0)
+
+
+def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM_WAIT_S, reclaimed: int = 3,
+           churn_Bps: float | None = None) -> dict:
+    """N (``world``) threads each write ``size_B / world`` bytes durably (:func:`mlsysim.lab.store.write_durable`:
+    CRC-32, 16 MB writes, writeback, ``fsync``) alone, five times in a row, then ``reclaimed`` times more,
+    each after ``reclaim_wait_s`` idle (as a job's checkpoints come, the gap between them long enough for
+    the host to take back the memory the last write freed), with ``churn_Bps`` as many times again, each
+    after the same wait, beside ``world`` processes that churn memory at that rate between them
+    (:func:`churn`: the training's, as its ranks' plain steps fault it in), then beside ``world`` processes that each spin (pure Python, one core
+    each) for three times that long (the median of five). Returns
+    ``writers_alone_s`` (the best of the five alone), ``writers_cpu_s`` (their CPU time alone, user and
+    kernel, as ``getrusage`` accounts it to this process: the median of the five),
+    ``writers_cpu_reclaimed_s`` (the same of the writes after the wait, the median; None where
+    ``reclaimed`` is 0), ``writers_cpu_churned_s`` (the same beside the churning processes, the median; None
+    without ``churn_Bps`` or where ``reclaimed`` is 0), ``churn_Bps``, ``writers_beside_s`` (the writers'
+    seconds with the spinners beside them),
+    ``loss_s`` (how much longer the slowest spinner took than alone), ``mean_loss_s`` (the same of the
+    spinners' mean: what each lost, on average), ``steal_s`` (the CPU time the host took from this
+    machine while the writers ran beside the spinners, less the same without the writers: the host's
+    work for the writes, a virtual disk's included; None where :func:`steal_s` is not reported) and
+    ``size_B``: what N ranks training and N writers on this machine's cores do to each other, the
+    kernel's and the host's work for the writes included."""
+    import multiprocessing
+    from ..store import write_durable
+    check_integer("world", world)
+    if type(reclaimed) is not int or reclaimed < 0:
+        raise MlsysimError(f"reclaimed must be an integer >= 0 (writes timed after a wait), got {reclaimed!r}")
+    if not (0 <= reclaim_wait_s < math.inf):
+        raise MlsysimError(f"reclaim_wait_s must be a time >= 0 s, got {reclaim_wait_s!r}")
+    if churn_Bps is not None and not (0 < churn_Bps < math.inf):
+        raise MlsysimError(f"churn_Bps must be a rate > 0 B/s (memory the training churns) or None, got {churn_Bps!r}")
+    n = max(int(size_B) // world, 1)
+    data = np.full(n, 7, dtype=np.uint8)
+    ctx = multiprocessing.get_context("fork")
+
+    def writers() -> float:
+        pool = [threading.Thread(target=write_durable, args=(Path(directory) / f"beside-{i}.bin", [data]))
+                for i in range(world)]
+        t0 = time.perf_counter()
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join()
+        return time.perf_counter() - t0
+
+    timed = []                                   # (seconds, CPU seconds) of each write alone
+    for _ in range(5):
+        c0 = _cpu_s()
+        timed.append((writers(), _cpu_s() - c0))
+    alone = min(w for w, _ in timed)
+    after_wait = _after_wait(writers, reclaimed, reclaim_wait_s)     # into memory the host took back
+    churned = _beside_churn(writers, ctx, churn_Bps, reclaimed, reclaim_wait_s, world) if churn_Bps else []
+    k = _spins_for(3 * max(alone, 0.05), ctx)
+
+    def spinners(with_writers: bool) -> tuple[float, float, float | None, float | None]:
+        q = ctx.SimpleQueue()
+        procs = [ctx.Process(target=_spin, args=(k, q)) for _ in range(world)]
+        s0 = steal_s()
+        for pr in procs:
+            pr.start()
+        time.sleep(0.05)                                   # the spinners run before the writers start
+        w = writers() if with_writers else None
+        spun = [q.get() for _ in procs]
+        for pr in procs:
+            pr.join()
+        s1 = steal_s()
+        return max(spun), statistics.mean(spun), w, None if s0 is None or s1 is None else s1 - s0
+
+    bases = [spinners(False) for _ in range(2)]
+    runs = sorted(spinners(True) for _ in range(5))           # the median run, by the slowest spinner's loss
+    slowest, _, w, _ = runs[2]
+    mean_base = min(b[1] for b in bases)
+    stolen = None if any(r[3] is None for r in bases + runs) else max(
+        0.0, statistics.median(r[3] for r in runs) - min(b[3] for b in bases))
+    return {"size_B": float(n * world), "writers_alone_s": alone,
+            "writers_cpu_s": statistics.median(c for _, c in timed),
+            "writers_cpu_reclaimed_s": statistics.median(after_wait) if after_wait else None, "writers_beside_s": w,
+            "writers_cpu_churned_s": statistics.median(churned) if churned else None, "churn_Bps": churn_Bps,
+            "loss_s": max(0.0, slowest - min(b[0] for b in bases)),
+            "mean_loss_s": max(0.0, statistics.median(r[1] for r in runs) - mean_base), "steal_s": stolen}
+
+
+def _beside_churn(writers, ctx, churn_Bps: float, reclaimed: int, wait_s: float, world: int) -> list:
+    """CPU seconds of each of ``reclaimed`` writes, each after ``wait_s``, with ``world`` processes (one per
+    rank) churning memory at ``churn_Bps`` between them (:func:`churn`) through the waits and the writes."""
+    stop = ctx.Event()
+    procs = [ctx.Process(target=_churn_in, args=(churn_Bps / world, stop)) for _ in range(world)]
+    for proc in procs:
+        proc.start()
+    try:
+        return _after_wait(writers, reclaimed, wait_s)
+    finally:
+        stop.set()
+        for proc in procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
+def _after_wait(writers, times: int, wait_s: float) -> list:
+    """This process's CPU seconds in each of ``times`` calls of ``writers``, each after ``wait_s`` seconds."""
+    out = []
+    for _ in range(times):
+        time.sleep(wait_s)
+        c0 = _cpu_s()
+        writers()
+        out.append(_cpu_s() - c0)
+    return out
+
+
+def _spins_for(seconds: float, ctx) -> int:
+    """How many iterations of :func:`_spin` take about ``seconds`` on one core (timed on a million)."""
+    t0 = time.perf_counter()
+    _spin(10 ** 6, ctx.SimpleQueue())
+    return int(seconds / ((time.perf_counter() - t0) / 10 ** 6)) + 1

@@ -1,0 +1,90 @@
+"""Writers beside busy processes and beside memory the training churns: a churning process for real
+(its page faults counted by the kernel), the writers' CPU time beside it, the refined model's use of it
+with worked numbers, and bad input."""
+import dataclasses
+import math
+import mmap
+import multiprocessing
+import resource
+import threading
+import time
+
+import pytest
+
+from mlsysim.errors import MlsysimError
+from mlsysim.lab.distributed import accounting, beside, terms
+
+T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
+                crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
+
+
+def _page_per_fault() -> int:
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+        return 2 ** 21 if "[always]" in f.read() else mmap.PAGESIZE
+
+
+def test_churn_faults_in_new_memory_at_its_rate():
+    faults0, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
+    done = beside.churn(256e6, threading.Event(), seconds=1.0)
+    wall, faults = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
+    assert 2 * beside.CHURN_BLOCK_B <= done <= 256e6 * wall + beside.CHURN_BLOCK_B    # paced, never a block ahead
+    assert faults >= 0.9 * done / _page_per_fault()     # every block is memory new to the process: each page faults
+
+
+def test_churn_stops_when_told():
+    stop = threading.Event()
+    th = threading.Thread(target=beside.churn, args=(1e9, stop))
+    th.start()
+    time.sleep(0.2)
+    t0 = time.perf_counter()
+    stop.set()
+    th.join(5)
+    assert not th.is_alive() and time.perf_counter() - t0 < 1.0
+
+
+def test_the_memory_a_rank_faults_in_per_second_from_its_snapshots():
+    ev = [{"step": 1, "t": time.perf_counter(), "acct": accounting.snapshot()}]
+    for step in (2, 3):
+        block = mmap.mmap(-1, 32 * 2 ** 20)
+        block[::mmap.PAGESIZE] = b"\x01" * (32 * 2 ** 20 // mmap.PAGESIZE)   # touch every page: 8192 faults
+        block.close()
+        ev.append({"step": step, "t": time.perf_counter(), "acct": accounting.snapshot()})
+    rate = accounting.churn_Bps(ev, plain=3)
+    slowest = max(b["t"] - a["t"] for a, b in zip(ev, ev[1:]))
+    assert rate >= 0.9 * 32 * 2 ** 20 * mmap.PAGESIZE / _page_per_fault() / slowest
+    assert accounting.churn_Bps([{"step": s, "t": float(s)} for s in (1, 2, 3)], plain=3) is None   # no accounting
+
+
+def test_writers_after_the_gap_beside_a_churning_process(tmp_path):
+    b = beside.beside(tmp_path, 2e6, 2, reclaim_wait_s=0.05, churn_Bps=1e8)
+    assert 0 < b["writers_cpu_churned_s"] < 10 and b["churn_Bps"] == 1e8
+    assert multiprocessing.active_children() == []          # the churning processes and the spinners are gone
+    assert beside.beside(tmp_path, 2e6, 2, reclaim_wait_s=0.05)["writers_cpu_churned_s"] is None
+    assert beside.beside(tmp_path, 2e6, 2, reclaimed=0, churn_Bps=1e8)["writers_cpu_churned_s"] is None
+
+
+def test_bad_churn_rates_are_refused(tmp_path):
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(MlsysimError, match="rate_Bps must be a rate > 0"):
+            beside.churn(bad, threading.Event())
+        with pytest.raises(MlsysimError, match="churn_Bps must be a rate > 0"):
+            beside.beside(tmp_path, 2e6, 2, churn_Bps=bad)
+    with pytest.raises(MlsysimError, match="writer_cpu_churned_s_per_B must be"):
+        dataclasses.replace(T, writer_cpu_churned_s_per_B=0.0)
+    with pytest.raises(MlsysimError, match="churn_Bps must be"):
+        dataclasses.replace(T, churn_Bps=-1.0)
+
+
+def test_the_writers_cpu_beside_the_churn_stands_for_the_taken_back_one_after_the_gap():
+    # u = 1 ns/B, u_h = 2.5 ns/B after an idle wait, u_c = 1.2 ns/B after the same wait beside the training's
+    # churn: 1 GB on 2 busy cores loses 1.2 / 2 = 0.6 s once the gap outlasts the reporting delay, 0.5 s before
+    t = dataclasses.replace(T, torch_crc_Bps=4e9, reclaimed_write_Bps=1e9, writer_cpu_s_per_B=1e-9,
+                            writer_cpu_reclaimed_s_per_B=2.5e-9, writer_cpu_churned_s_per_B=1.2e-9, churn_Bps=5e8)
+    near, far = terms.refined_job(t, 1e9, gap_s=1.0), terms.refined_job(t, 1e9, gap_s=terms.RECLAIM_DELAY_S)
+    assert round(near["terms"]["writer_loss_s"], 3) == 0.5 and round(far["terms"]["writer_loss_s"], 3) == 0.6
+    # DCP's file stays cached, memory the job holds beyond its churn: its write into memory taken back
+    # (h = 1 GB/s against p = 4 GB/s: 0.375 s per rank's 0.5 GB) counts in the overhead, over 2 cores, with
+    # torch.save's CRC-32 in place of this package's (0.1 s)
+    extra = far["dcp-async"]["overhead_s"] - far["concurrent"]["overhead_s"] - (
+        far["dcp-async"]["stall_s"] - far["concurrent"]["stall_s"])
+    assert round(extra, 3) == round(2 * (0.5 / 4 - 0.5 / 20) / 2 + 2 * (0.5 / 1 - 0.5 / 4) / 2, 3) == 0.475
