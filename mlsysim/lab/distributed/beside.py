@@ -81,10 +81,6 @@ def churn(rate_Bps: float, stop, seconds: float = 600.0) -> int:
     return done
 
 
-def _churn_in(rate_Bps: float, stop) -> None:
-    churn(rate_Bps, stop)
-
-
 def _spin(k: int, out) -> None:
     t0 = time.perf_counter()
     x = 0
@@ -178,7 +174,7 @@ def _beside_churn(writers, ctx, churn_Bps: float, reclaimed: int, wait_s: float,
     """CPU seconds of each of ``reclaimed`` writes, each after ``wait_s``, with ``world`` processes (one per
     rank) churning memory at ``churn_Bps`` between them (:func:`churn`) through the waits and the writes."""
     stop = ctx.Event()
-    procs = [ctx.Process(target=_churn_in, args=(churn_Bps / world, stop)) for _ in range(world)]
+    procs = [ctx.Process(target=churn, args=(churn_Bps / world, stop)) for _ in range(world)]
     for proc in procs:
         proc.start()
     try:

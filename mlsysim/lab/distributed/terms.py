@@ -591,13 +591,13 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     step = statistics.median(base)
     cpu = {e["step"]: e["cpu"] for e in events if "step" in e and "cpu" in e}
     cpu_base = [cpu[s] - cpu[s - 1] for s in range(2, plain + 1) if s in cpu and s - 1 in cpu]
-    ck = [s for s in sorted(t) if s > plain and s % every == 0 and s + every in t]
-    if every >= 4:
-        ck = [s for s, _, _ in checkpoint_cycles(t, every, plain)]
+    halves = checkpoint_cycles(t, every, plain) if every >= 4 else []
+    ck = [s for s, _, _ in halves] if every >= 4 else [s for s in sorted(t) if s > plain and s % every == 0
+                                                       and s + every in t]
 
     def cycles(x: dict, plain_s: float) -> list:
         if every >= 4:
-            return [(x[c] - x[s]) - (x[b] - x[c]) for s, c, b in checkpoint_cycles(t, every, plain)]
+            return [(x[c] - x[s]) - (x[b] - x[c]) for s, c, b in halves]
         return [x[s + every] - x[s] - every * plain_s for s in ck]
 
     over = cycles(t, step)
