@@ -16,7 +16,8 @@ def test_terms_are_seconds_for_the_floors_size():
     x = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0)["terms"]
     assert x == pytest.approx({"c": 0.2, "f": 0.4, "F": 0.8, "p": 0.5, "q": 0.25, "W": 2.35, "k": 0.1, "t": 0.5,
                                "r": 1.0, "d": 0.2, "L": 0.0, "W_t": 2.35, "p_t": 0.5, "R": 1.0,
-                               "G": 1.0})   # d = S/c, W_t = W, p_t = p, R = r, G = R where not timed
+                               "G": 1.0, "V": 2.35})   # d = S/c, W_t = W, p_t = p, R = r, G = R where not timed;
+    # V = W_t: the first window's pages (p_t) are faster than the disk
     assert F.typical_write_s == pytest.approx(2.35)      # the median of the four rounds, not the best
 
 
@@ -69,10 +70,12 @@ def test_each_engine_adds_its_own_work_to_the_floors():
 def test_overhead_is_the_stall_plus_the_work_beside_the_training_on_its_cores():
     e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, cores=2, train_threads=2)
     assert e["sync"]["overhead_s"] == e["sync"]["stall_s"]
-    # beside: the CRC-32 and the write into pages the cache gave back (this package's writers), 0.1 + 0.25
-    assert e["concurrent"]["overhead_s"] == pytest.approx(0.2 + (0.1 + 0.25) / 2)
+    # beside: the CRC-32 and the write into pages the cache gave back (this package's writers), 0.1 + 0.25,
+    # but for the first 80 MiB, which in training land in memory as the training left it (p_t, 0.5 s for 2 GB)
+    cached = 0.25 + (80 * 2 ** 20 / 2e9) * (0.5 - 0.25)
+    assert e["concurrent"]["overhead_s"] == pytest.approx(0.2 + (0.1 + cached) / 2)
     assert e["pipelined"]["training_stall_s"] == 0.0                 # a 0.2 s copy behind a 1 s pass
-    assert e["pipelined"]["overhead_s"] == pytest.approx((0.2 + 0.1 + 0.25) / 2)   # its copy runs beside too
+    assert e["pipelined"]["overhead_s"] == pytest.approx((0.2 + 0.1 + cached) / 2)   # its copy runs beside too
     assert engines_model(F, 4e9, pass_s=0.05)["pipelined"]["training_stall_s"] == pytest.approx(0.15)
     one = engines_model(F, 4e9, pass_s=1.0, cores=1)
     assert one["dcp-async"]["overhead_s"] == pytest.approx(0.8 + 1.0)
@@ -86,6 +89,19 @@ def test_in_training_the_memory_is_timed_again():
     assert e["dcp-async"]["overhead_s"] == e["dcp-async"]["training_stall_s"] == pytest.approx(0.8)   # a free core
     with pytest.raises(MlsysimError, match="training_cache_write_s must be a measured time"):
         engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, training_cache_write_s=0.0)
+
+
+def test_in_training_this_packages_first_window_meets_the_memory_the_training_left():
+    # p_t 10 s for 2 GB (5 ns/B, slower than the disk's 2.35 s): the first 80 MiB (4.19 %) at that pace
+    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, training_cache_write_s=10.0, training_write_s=2.0)
+    omega = 80 * 2 ** 20 / 2e9
+    assert e["terms"]["V"] == pytest.approx(2.0 + omega * 8.0) == pytest.approx(2.3355, abs=1e-4)
+    assert e["sync"]["training_stall_s"] == e["terms"]["V"] and e["sync"]["stall_s"] == pytest.approx(2.35)
+    busy = engines_model(F, 4e9, pass_s=1.0, cores=2, train_threads=2, training_cache_write_s=10.0)
+    assert busy["concurrent"]["overhead_s"] == pytest.approx(0.2 + (0.1 + (1 - omega) * 0.25 + omega * 10.0) / 2)
+    small = Floors(**{**F.__dict__, "size_B": 50e6})     # a state under the window: all of it at p_t's pace
+    s = engines_model(small, 4e9, pass_s=1.0, training_cache_write_s=1.0, training_write_s=0.1)
+    assert s["terms"]["V"] == pytest.approx(1.0)
 
 
 def test_a_core_the_training_leaves_free_takes_the_work_beside_it():
@@ -102,7 +118,8 @@ def test_a_deletion_in_the_callers_thread_is_paid_by_the_training():
     for e in ("dcp-async", "concurrent", "pipelined"):                # deleted by the writer, on the free core
         assert free[e]["overhead_s"] == free[e]["training_stall_s"], e
     busy = engines_model(F, 4e9, pass_s=1.0, cores=2, train_threads=2, prune_s=prune)
-    assert busy["concurrent"]["overhead_s"] == pytest.approx(0.2 + (0.1 + 0.25 + 0.3) / 2)
+    cached = 0.25 + (80 * 2 ** 20 / 2e9) * (0.5 - 0.25)            # the first window in memory the training left
+    assert busy["concurrent"]["overhead_s"] == pytest.approx(0.2 + (0.1 + cached + 0.3) / 2)
     with pytest.raises(MlsysimError, match=r"prune_s\['sync'\] must be a measured time"):
         engines_model(F, 4e9, pass_s=1.0, prune_s={"sync": -0.1})
 

@@ -110,7 +110,7 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert plain["durable_s"] is None and plain["predicted"]["durable_s"] is None   # null, not a bare NaN
     json.loads(json.dumps(small.to_dict(), allow_nan=False))
     assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
-    assert set(d["terms_s"]) == set("cfFpqWktrudLRG") | {"W_t", "p_t"} and all(v > 0 for v in d["terms_s"].values())
+    assert set(d["terms_s"]) == set("cfFpqWktrudLRGV") | {"W_t", "p_t"} and all(v > 0 for v in d["terms_s"].values())
     assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0
     assert d["training_cache_write_s"] > 0
     assert len(d["read_rounds_s"]) == len(d["pieces_rounds_s"]) == LOAD_ROUNDS * small.repeats

@@ -12,7 +12,7 @@ engine                 stall (blocked)                        durable           
 ``torch.save+fsync``   S/t + S/q + W (training: p_t)          = stall                            R + A
 ``dcp``                S/t + S/q + W (training: p_t)          = stall                            G + A + S/c
 ``dcp-async``          S/F                                    S/F + S/t + S/q + W                G + A + S/c
-``sync``               max(S/k, W)                            = stall                            max(R, S/k) + A
+``sync``               max(S/k, W) (training: max(S/k, V))    = stall                            max(R, S/k) + A
 ``concurrent``         L + d                                  d + max(S/k, W)                    max(R, S/k) + A
 ``pipelined``          L + d; in training L + max(0, d − τ)   d + max(S/k, W)                    max(R, S/k) + A
 =====================  =====================================  =================================  ==================
@@ -54,16 +54,24 @@ minute, and the memory a file's pages take is as the training left it: the figur
 overhead runs (the stall in training, the overhead) take W_t, the write + ``fsync`` of S, and p_t, the
 page-cache write of S, each timed after every pair of overhead runs (medians; S/p where not timed).
 
+**This package's window in training.** Its writers keep at most w = 80 MiB of a file cached (the 64 MiB
+window and the chunk being written): after the first w bytes, each chunk lands in pages the cache has just
+given back. In the rounds those first pages too were freed a moment before; in training they are memory as
+the training left it, and write at p_t's pace, which on a machine whose host takes freed memory back is slower
+than the disk. With ω = min(1, w/S), the sync engine's write in training takes V = W_t + ω max(0, p_t − W_t)
+(its first window at the page cache's pace, the rest at the disk's), and the writers' page-cache work beside
+the training is (1 − ω) S/q + ω p_t.
+
 **Overhead per checkpoint** (training time with checkpoints minus without, per checkpoint): the
 stall in training, plus the deletion of the older checkpoint (P, ``prune_s``, timed in the save rounds)
 where the engine deletes it in the caller's thread before ``save`` returns (``torch.save``, DCP's ``save``,
 this package's ``sync``: outside the stall, as the protocol times it, but not outside the training), plus,
-for the engines that work beside the training, the CPU time of that work (the CRC-32 and the page-cache
-write, S/k + S/q; DCP's serialization; the pipelined engine's copy; the deletion, which they run in their
-writer thread) where it has to take a core from the training: nothing while the machine has a core the
-training leaves free (``train_threads`` < ``cores``), else its seconds / ``cores``, as a step that runs on
-every core slows by 1/n of what another thread takes. The memory bandwidth that the two share is not
-modelled.
+for the engines that work beside the training, the CPU time of that work (the CRC-32 and the
+page-cache write, S/k + (1 − ω) S/q + ω p_t; DCP's serialization; the pipelined engine's copy; the
+deletion, which they run in their writer thread) where it has to take a core from the training:
+nothing while the machine has a core the training leaves free (``train_threads`` < ``cores``), else
+its seconds / ``cores``, as a step that runs on every core slows by 1/n of what another thread takes.
+The memory bandwidth that the two share is not modelled.
 
 Every term is a measured rate of this machine, none a fit to an engine's own timing; where an
 engine's measured time still differs, notebook 06b names what the table leaves out.
@@ -77,8 +85,11 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 (1.2, 1.65)
 >>> round(e["torch.save+fsync"]["training_stall_s"], 3)      # in training, pages new to the cache: 0.25 + 0.25 + 1.2
 1.7
->>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.1-0.05; 0.1+(0.05+0.2)/2
-(0.05, 0.225)
+>>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.1-0.05; 0.1+(0.05+0.204)/2
+(0.05, 0.227)
+>>> w = engines_model(f, 4e9, pass_s=0.05, training_cache_write_s=2.0)   # p_t: 2 s; the first 80 MiB at its pace
+>>> round(w["terms"]["V"], 3), round(w["sync"]["training_stall_s"], 3)    # 1.2 + 0.0839 * (2.0 - 1.2)
+(1.267, 1.267)
 >>> round(engines_model(f, 4e9, pass_s=0.05, cores=2, train_threads=1)["concurrent"]["overhead_s"], 3)  # a free core
 0.1
 >>> t = engines_model(f, 4e9, pass_s=0.05, snapshot_s=0.12, layout_s=0.01, training_write_s=1.5)
@@ -96,6 +107,7 @@ import statistics
 
 from ...errors import MlsysimError
 from ..floors import Floors
+from .. import store
 from .results import ENGINES
 
 ALL = ENGINES + ("pipelined",)
@@ -161,6 +173,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     if alloc_copy_Bps is not None:
         x["u"] = f.size_B / alloc_copy_Bps
     x["p_t"] = x["p"] if training_cache_write_s is None else training_cache_write_s
+    omega = min(1.0, (store.WINDOW_B + store.CHUNK_B) / f.size_B)   # the share of S cached at once
+    x["V"] = x["W_t"] + omega * max(0.0, x["p_t"] - x["W_t"])     # sync's write in training
     x["R"] = x["r"] if read_s is None else read_s
     x["G"] = x["R"] if pieces_read_s is None else pieces_read_s
     faults = max(0.0, x.get("u", x["F"]) - x["c"])     # A: the loaders' new tensors beyond a copy
@@ -169,19 +183,20 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     persist = max(x["k"], x["W"])                     # the CRC-32 beside the write
     snap = x["L"] + x["d"]                             # plan the layout, then copy tensor after tensor
     rounds_write = x["t"] + x["q"]                    # into the pages an older checkpoint's deletion freed
+    cached = (1 - omega) * x["q"] + omega * x["p_t"]   # this package's writers in training: the first window new
     table = {
         "torch.save": (rounds_write, None, x["R"] + faults, 0.0),
         "torch.save+fsync": (rounds_write + x["W"], rounds_write + x["W"], x["R"] + faults, 0.0),
         "dcp": (rounds_write + x["W"], rounds_write + x["W"], x["G"] + faults + x["c"], 0.0),
         "dcp-async": (x["F"], x["F"] + rounds_write + x["W"], x["G"] + faults + x["c"], torch_write),
         "sync": (persist, persist, own_load, 0.0),
-        "concurrent": (snap, x["d"] + persist, own_load, x["k"] + x["q"]),
-        "pipelined": (snap, x["d"] + persist, own_load, x["d"] + x["k"] + x["q"]),
+        "concurrent": (snap, x["d"] + persist, own_load, x["k"] + cached),
+        "pipelined": (snap, x["d"] + persist, own_load, x["d"] + x["k"] + cached),
     }
     share = 0.0 if train_threads < cores else 1.0 / cores     # of the work beside, what the training pays
     out = {}
     in_training = {"torch.save": torch_write, "torch.save+fsync": torch_write + x["W_t"],
-                   "dcp": torch_write + x["W_t"], "sync": max(x["k"], x["W_t"]),
+                   "dcp": torch_write + x["W_t"], "sync": max(x["k"], x["V"]),
                    "pipelined": x["L"] + max(0.0, x["d"] - pass_s)}
     for e, (stall, durable, load, beside) in table.items():
         training, deletion = in_training.get(e, stall), prune.get(e, 0.0)
