@@ -54,8 +54,9 @@ there; the overhead runs (2.) train beside it:
 
 Two predictions stand beside each engine. The refined one (``model``, :mod:`mlsysim.lab.pytorch.model`)
 adds each engine's own work to the floors, from rates measured in the same run: the page-cache
-write, the copy into new memory, the copy into the tensors a load allocates (``alloc_copy_Bps``), this
-package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), and, where the memory state or the disk
+write, the copy into new memory, this package's snapshot into a ready buffer (timed as a save of the
+rounds is: from the same memory state, the median), the copy into the tensors a load allocates
+(``alloc_copy_Bps``, the median), this package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), and, where the memory state or the disk
 drifts, rates timed again in the same stretch of the run: the page-cache write after each overhead pair,
 the cold read tensor by tensor in each load round, each tensor's archive from its end, as DCP's loader
 reads (the same read front to back is recorded beside it; the other loads keep the read floor).
@@ -155,7 +156,7 @@ class Comparison:
     repeats: int
     floors: Floors
     runs: tuple
-    snapshot_copy_s: float = float("nan")   # this package's snapshot of the state into a ready buffer (best)
+    snapshot_copy_s: float = float("nan")   # this package's snapshot of the state into a ready buffer (median)
     tensors: int = 0                        # how many tensors the state holds
     torch_crc_Bps: float = float("nan")     # torch.save's own CRC-32 of its records (a model term)
     pass_s: float = float("nan")            # one forward and backward pass (the pipelined copy's cover)
@@ -354,7 +355,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         state_B = trainer.state_B
         say(f"measuring the floors with {state_B / 1e6:.0f} MB")
         floors = floors or measure_floors(state_B, root, repeats=repeats)
-        snapshot_s, tensors = _snapshot_copy(state, repeats)
+        snapshot_s, tensors = _snapshot_copy(state, repeats, root)
         torch_crc = torch_crc_Bps(repeats)
         alloc_Bps = alloc_copy_Bps(state, repeats)
         records, floor_rounds = _save_rounds(engines, folders, state, repeats, (root / "floor.bin", state_B), say)
@@ -448,37 +449,41 @@ def _open_engines(live: dict, engines, folders: dict, state) -> None:
             live[e].prepare(size_B)
 
 
-def _snapshot_copy(state, repeats: int) -> tuple[float, int]:
+def _snapshot_copy(state, repeats: int, directory: Path) -> tuple[float, int]:
     """Seconds to copy ``state`` into a buffer allocated and touched beforehand, as the concurrent
-    engine's ``save`` does (best of ``repeats``), and the number of tensors copied: the copy floor
-    moves one contiguous buffer, the snapshot one tensor after another."""
+    engine's ``save`` does, and the number of tensors copied: the copy floor moves one contiguous
+    buffer, the snapshot one tensor after another. Timed as the rounds time a save: into two buffers
+    in turn, as the engine keeps them, each copy from the memory state every timed save starts from
+    (:func:`prepare_memory`, in ``directory``); the median of ``repeats``, as the stalls are medians."""
     lay = store.layout(state, 0)
-    buf = np.empty(lay.size_B, dtype=np.uint8)
-    buf.fill(0)
-    best = float("inf")
-    for _ in range(repeats):
+    buffers = [np.empty(lay.size_B, dtype=np.uint8) for _ in range(2)]
+    for b in buffers:
+        b.fill(0)
+    data, times = np.full(lay.size_B, 7, dtype=np.uint8), []
+    for i in range(repeats):
+        prepare_memory(directory, data)
         t0 = time.perf_counter()
-        store.fill(buf, lay)
-        best = min(best, time.perf_counter() - t0)
-    return best, len(lay.arrays)
-
+        store.fill(buffers[i % 2], lay)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), len(lay.arrays)
 
 
 def alloc_copy_Bps(state, repeats: int) -> float:
     """Bytes per second of copying ``state``'s tensors into new tensors (``torch.empty_like``) while the
     previous such copy is still held, as one load follows another (the loader's result lives until the
     next load has returned): what PyTorch's allocator hands back is memory an earlier copy freed.
-    The best of ``repeats`` (at least two) after one untimed copy."""
+    The median of ``repeats`` (at least two) after one untimed copy, as the loads are medians."""
     tensors = [v for _, v in _flat(state) if isinstance(v, torch.Tensor)]
     size = sum(t.numel() * t.element_size() for t in tensors)
-    held, best = [torch.empty_like(t).copy_(t) for t in tensors], float("inf")
+    held, times = [torch.empty_like(t).copy_(t) for t in tensors], []
     for _ in range(max(repeats, 2)):
         t0 = time.perf_counter()
         new = [torch.empty_like(t).copy_(t) for t in tensors]
-        best = min(best, time.perf_counter() - t0)
+        times.append(time.perf_counter() - t0)
         held = new
     del held
-    return size / best if best > 0 else float("nan")
+    typical = statistics.median(times)
+    return size / typical if typical > 0 else float("nan")
 
 
 def prepare_memory(directory: Path, data: np.ndarray) -> None:
