@@ -16,8 +16,8 @@ def test_terms_are_seconds_for_the_floors_size():
     x = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0)["terms"]
     assert x == pytest.approx({"c": 0.2, "f": 0.4, "F": 0.8, "p": 0.5, "q": 0.25, "W": 2.35, "k": 0.1, "t": 0.5,
                                "r": 1.0, "d": 0.2, "L": 0.0, "W_t": 2.35, "p_t": 0.5, "R": 1.0,
-                               "G": 1.0, "V": 2.35})   # d = S/c, W_t = W, p_t = p, R = r, G = R where not timed;
-    # V = W_t: the first window's pages (p_t) are faster than the disk
+                               "G": 1.0, "V": 2.35, "D": 0.8})   # d = S/c, W_t = W, p_t = p, R = r, G = R, D = S/F
+    # where not timed; V = W_t: the first window's pages (p_t) are faster than the disk
     assert F.typical_write_s == pytest.approx(2.35)      # the median of the four rounds, not the best
 
 
@@ -79,6 +79,15 @@ def test_overhead_is_the_stall_plus_the_work_beside_the_training_on_its_cores():
     assert engines_model(F, 4e9, pass_s=0.05)["pipelined"]["training_stall_s"] == pytest.approx(0.15)
     one = engines_model(F, 4e9, pass_s=1.0, cores=1)
     assert one["dcp-async"]["overhead_s"] == pytest.approx(0.8 + 1.0)
+
+
+def test_dcp_async_stages_as_its_stager_was_timed():
+    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, staging_s=0.3)    # D: 0.3 s, not S/F's 0.8
+    assert e["terms"]["D"] == 0.3 and e["dcp-async"]["stall_s"] == pytest.approx(0.3)
+    assert e["dcp-async"]["durable_s"] == pytest.approx(0.3 + 0.5 + 0.25 + 2.35)     # then S/t + S/q + W
+    assert e["dcp-async"]["training_stall_s"] == pytest.approx(0.3)                # not timed in training
+    with pytest.raises(MlsysimError, match="staging_s must be a measured time"):
+        engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, staging_s=-0.3)
 
 
 def test_in_training_the_memory_is_timed_again():

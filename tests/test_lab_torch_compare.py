@@ -110,7 +110,7 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert plain["durable_s"] is None and plain["predicted"]["durable_s"] is None   # null, not a bare NaN
     json.loads(json.dumps(small.to_dict(), allow_nan=False))
     assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
-    assert set(d["terms_s"]) == set("cfFpqWktrudLRGV") | {"W_t", "p_t"} and all(v > 0 for v in d["terms_s"].values())
+    assert set(d["terms_s"]) == set("cfFpqWktrudLRGVD") | {"W_t", "p_t"} and all(v > 0 for v in d["terms_s"].values())
     assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0
     assert d["training_cache_write_s"] > 0
     assert len(d["read_rounds_s"]) == len(d["pieces_rounds_s"]) == LOAD_ROUNDS * small.repeats
@@ -213,6 +213,7 @@ def test_the_snapshot_copy_is_timed_beside_the_floor(small):
     d = small.to_dict()
     per_parameter = 4 * (9 * SMALL.layers + 3)       # weight, AdamW's step, m and v of each parameter tensor
     assert d["snapshot_copy_s"] > 0 and d["tensors"] == per_parameter + 2   # + torch's and NumPy's random states
+    assert d["staging_copy_s"] > 0 and d["terms_s"]["D"] == d["staging_copy_s"]   # DCP's staging, as its stager
 
 
 def test_the_pipelined_engine_in_the_comparison_resumes_and_refuses_a_flipped_byte(tmp_path):

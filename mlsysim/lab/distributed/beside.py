@@ -34,6 +34,18 @@ RECLAIM_WAIT_S = 6.0
 CHURN_BLOCK_B = 64 * 2 ** 20
 
 
+def together_s(one, threads: int) -> float:
+    """Seconds from starting ``threads`` threads, each running ``one(i)`` (i = 0, 1, ...), to the
+    last one's end."""
+    pool = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
+    t0 = time.perf_counter()
+    for th in pool:
+        th.start()
+    for th in pool:
+        th.join()
+    return time.perf_counter() - t0
+
+
 def steal_s() -> float | None:
     """Seconds the host has run other work while this machine's virtual CPUs wanted to run, summed
     over them since boot (``steal`` in ``/proc/stat``); None where the kernel does not report it."""
@@ -124,14 +136,7 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     ctx = multiprocessing.get_context("fork")
 
     def writers() -> float:
-        pool = [threading.Thread(target=write_durable, args=(Path(directory) / f"beside-{i}.bin", [data]))
-                for i in range(world)]
-        t0 = time.perf_counter()
-        for th in pool:
-            th.start()
-        for th in pool:
-            th.join()
-        return time.perf_counter() - t0
+        return together_s(lambda i: write_durable(Path(directory) / f"beside-{i}.bin", [data]), world)
 
     timed = []                                   # (seconds, CPU seconds) of each write alone
     for _ in range(5):

@@ -149,7 +149,6 @@ import math
 import os
 import statistics
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -159,7 +158,7 @@ import numpy as np
 from ...checkpoint import EXTRAS_PER_RANK_B
 from ...errors import MlsysimError, check_integer, check_positive
 from .accounting import checkpoint_cycles, churn_Bps
-from .beside import RECLAIM_DELAY_S, RECLAIM_WAIT_S, beside, steal_s  # noqa: F401  (re-exported)
+from .beside import RECLAIM_DELAY_S, RECLAIM_WAIT_S, beside, steal_s, together_s  # noqa: F401  (re-exported)
 
 #: the rendezvous' detection of a dead node, seconds: keep_alive_interval (1 s) x keep_alive_max_attempt (2),
 #: as :data:`mlsysim.lab.distributed.launcher.RDZV_CONF` sets them
@@ -288,16 +287,7 @@ def parallel_copy_Bps(size_B: float, threads: int, fresh: bool = False, repeats:
 
 def _best_together_s(one, threads: int, repeats: int) -> float:
     """The best of ``repeats`` timings of ``threads`` threads running ``one(i)`` at once, i = 0, 1, ..."""
-    best = math.inf
-    for _ in range(repeats):
-        pool = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
-        t0 = time.perf_counter()
-        for th in pool:
-            th.start()
-        for th in pool:
-            th.join()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return min(together_s(one, threads) for _ in range(repeats))
 
 
 def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> float:
@@ -372,15 +362,6 @@ def shared_disk(directory, size_B: float, world: int, rounds: int = 3) -> tuple[
     bufs = [np.zeros(n, dtype=np.uint8) for _ in range(world)]
     paths = [os.path.join(directory, f"shared-{i}.bin") for i in range(world)]
 
-    def together(fn) -> float:
-        pool = [threading.Thread(target=fn, args=(i,)) for i in range(world)]
-        t0 = time.perf_counter()
-        for th in pool:
-            th.start()
-        for th in pool:
-            th.join()
-        return time.perf_counter() - t0
-
     def read(i):
         with open(paths[i], "rb", buffering=0) as f:
             f.readinto(memoryview(bufs[i]))
@@ -393,9 +374,9 @@ def shared_disk(directory, size_B: float, world: int, rounds: int = 3) -> tuple[
     def cold(fn) -> float:
         for p in paths:
             drop_page_cache(p)
-        return together(fn)
+        return together_s(fn, world)
 
-    writes = [together(lambda i: write_once(paths[i], data)) for _ in range(rounds)]
+    writes = [together_s(lambda i: write_once(paths[i], data), world) for _ in range(rounds)]
     reads = min(cold(read) for _ in range(2))
     same = min(cold(read_all) for _ in range(2))
     return n * world / statistics.median(writes), n * world / reads, n * world / same

@@ -52,18 +52,18 @@ there; the overhead runs (2.) train beside it:
    an error — the finding this step exists to show. The byte is then flipped back: the
    checkpoints left in ``directory`` are the ones the engines wrote, every one loadable.
 
-Two predictions stand beside each engine. The refined one (``model``, :mod:`mlsysim.lab.pytorch.model`)
-adds each engine's own work to the floors, from rates measured in the same run: the page-cache
-write, the copy into new memory, this package's snapshot into a ready buffer (timed as a save of the
-rounds is: from the same memory state, the median), the copy into the tensors a load allocates
-(``alloc_copy_Bps``, the median), this package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), and, where the memory state or the disk
-drifts, rates timed again in the same stretch of the run: the page-cache write after each overhead pair,
-the cold read tensor by tensor in each load round, each tensor's archive from its end, as DCP's loader
-reads (the same read front to back is recorded beside it; the other loads keep the read floor).
-The first, :func:`mlsysim.checkpoint`'s (measured floors as its memory
-and storage rates, see :mod:`mlsysim.lab.predict`), is kept as ``predicted``: the
-``sync`` strategy for the engines that block until durable, ``async`` for those that
-snapshot and persist in the background.
+Two predictions stand beside each engine. The refined one (``model``, :mod:`mlsysim.lab.pytorch.model`) adds
+each engine's own work to the floors, from rates measured in the same run: the page-cache write, the copy into
+new memory, DCP ``async_save``'s staging copy as its default stager allocates it (from the same memory state
+as the saves, the median), this package's snapshot into a ready buffer (timed as a save of the rounds is: from
+the same memory state, the median), the copy into the tensors a load allocates (``alloc_copy_Bps``, the
+median), this package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), and, where the memory state or
+the disk drifts, rates timed again in the same stretch of the run: the page-cache write after each overhead
+pair, the cold read tensor by tensor in each load round, each tensor's archive from its end, as DCP's loader
+reads (the same read front to back is recorded beside it; the other loads keep the read floor). The first,
+:func:`mlsysim.checkpoint`'s (measured floors as its memory and storage rates, see
+:mod:`mlsysim.lab.predict`), is kept as ``predicted``: the ``sync`` strategy for the engines that block until
+durable, ``async`` for those that snapshot and persist in the background.
 """
 from __future__ import annotations
 
@@ -164,6 +164,7 @@ class Comparison:
     layout_s: float = float("nan")          # this package's layout of the state, planned before its copy (L)
     training_write_s: float = float("nan")  # write + fsync of the state's size between the overhead runs (W_t)
     training_cache_write_s: float = float("nan")   # page-cache write of the state's size there (p_t, median)
+    staging_copy_s: float = float("nan")    # DCP async_save's staging copy, as its default stager makes it (D)
     read_rounds_s: tuple = ()               # cold read of the state's size tensor by tensor, once per load round
     pieces_rounds_s: tuple = ()             # the same tensor by tensor, each archive from its end (DCP's loads)
     terms_s: dict = field(default_factory=dict)   # the model's terms in seconds (see mlsysim.lab.pytorch.model)
@@ -201,6 +202,7 @@ class Comparison:
                 "pass_s": _or_none(self.pass_s), "alloc_copy_Bps": _or_none(self.alloc_copy_Bps),
                 "layout_s": _or_none(self.layout_s), "training_write_s": _or_none(self.training_write_s),
                 "training_cache_write_s": _or_none(self.training_cache_write_s),
+                "staging_copy_s": _or_none(self.staging_copy_s),
                 "read_rounds_s": list(self.read_rounds_s), "pieces_rounds_s": list(self.pieces_rounds_s),
                 "terms_s": dict(self.terms_s),
                 "engines": [r.to_dict(f) for r in self.runs]}
@@ -358,6 +360,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         snapshot_s, tensors = _snapshot_copy(state, repeats, root)
         torch_crc = torch_crc_Bps(repeats)
         alloc_Bps = alloc_copy_Bps(state, repeats)
+        staging_s = staging_copy_s(state, repeats, root)
         records, floor_rounds = _save_rounds(engines, folders, state, repeats, (root / "floor.bin", state_B), say)
         floors = with_write_rounds(floors, floor_rounds)
         machine = machine_from(floors.copy_Bps, floors.write_Bps, floors.read_cold_Bps)
@@ -371,6 +374,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         loads, reads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats,
                                     (root / "read-floor.bin", _tensor_sizes(state)), say)
         timed.update({k: statistics.median(v) for k, v in reads.items()})
+        timed["staging_s"] = staging_s
         model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed,
                        {e: _median_known(r.prune_s for r in records[e]) for e in engines})
         runs = []
@@ -384,7 +388,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=timed["pass_s"],
                       alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
-                      training_cache_write_s=timed["cache_write_s"],
+                      training_cache_write_s=timed["cache_write_s"], staging_copy_s=staging_s,
                       read_rounds_s=tuple(reads["read_s"]), pieces_rounds_s=tuple(reads["pieces_read_s"]),
                       terms_s=model.get("terms", {}))
 
@@ -486,6 +490,31 @@ def alloc_copy_Bps(state, repeats: int) -> float:
     return size / typical if typical > 0 else float("nan")
 
 
+def staging_copy_s(state, repeats: int, directory: Path) -> float:
+    """Seconds to stage ``state`` as DCP's ``async_save`` does with its default stager: each tensor's
+    storage copied into a new one that PyTorch's allocator makes just before (``UntypedStorage(n)``,
+    then ``copy_``; ``torch.distributed.checkpoint._state_dict_stager``), the previous staging freed
+    first, as a checkpoint's is once its upload is done. Each timing starts from the memory state
+    every timed save starts from (:func:`prepare_memory`, in ``directory``); the median of ``repeats``
+    after one untimed staging."""
+    storages = list({id(v.untyped_storage()): v.untyped_storage() for _, v in _flat(state)
+                     if isinstance(v, torch.Tensor)}.values())
+    data = np.full(sum(x.nbytes() for x in storages), 7, dtype=np.uint8)
+
+    def stage() -> list:
+        return [torch.UntypedStorage(x.nbytes()).copy_(x) for x in storages]
+
+    staged, times = stage(), []
+    for _ in range(repeats):
+        staged = None                       # the previous staging freed, then the prepared state
+        prepare_memory(directory, data)
+        t0 = time.perf_counter()
+        staged = stage()
+        times.append(time.perf_counter() - t0)
+    del staged
+    return statistics.median(times)
+
+
 def prepare_memory(directory: Path, data: np.ndarray) -> None:
     """The memory state every timed save starts from: :data:`PREPARED_FILES` files of ``data`` written
     into the page cache in ``directory``, flushed (``os.sync``) and deleted, so that what the save takes
@@ -532,10 +561,11 @@ def cold_read_s(path: Path, buf: np.ndarray, sizes: list[int], tail_first: bool 
 def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: float, timed: dict,
            prune_s: dict) -> dict:
     """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
-    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``) and the
-    load rounds' cold read tensor by tensor as DCP reads (``pieces_read_s``, the median; the front-to-back
-    read, ``read_s``, is recorded beside it and the loads keep the read floor), ``prune_s`` each engine's
-    deletion of an older checkpoint in the save rounds (NaN: none timed)."""
+    holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``), DCP's
+    staging copy (``staging_s``) and the load rounds' cold read tensor by tensor as DCP reads
+    (``pieces_read_s``, the median; the front-to-back read, ``read_s``, is recorded beside it and the loads
+    keep the read floor), ``prune_s`` each engine's deletion of an older checkpoint in the save rounds (NaN:
+    none timed)."""
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
                              train_threads=torch.get_num_threads(),
@@ -543,7 +573,7 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
                              layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                              prune_s={e: v for e, v in prune_s.items() if v == v},
                              training_cache_write_s=timed["cache_write_s"],
-                             pieces_read_s=timed["pieces_read_s"])
+                             pieces_read_s=timed["pieces_read_s"], staging_s=timed.get("staging_s"))
     except MlsysimError:
         return {}
 

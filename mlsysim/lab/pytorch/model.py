@@ -11,31 +11,33 @@ engine                 stall (blocked)                        durable           
 ``torch.save``         S/t + S/q (in training p_t for S/q)    never                              R + A
 ``torch.save+fsync``   S/t + S/q + W (training: p_t)          = stall                            R + A
 ``dcp``                S/t + S/q + W (training: p_t)          = stall                            G + A + S/c
-``dcp-async``          S/F                                    S/F + S/t + S/q + W                G + A + S/c
+``dcp-async``          D                                      D + S/t + S/q + W                  G + A + S/c
 ``sync``               max(S/k, W) (training: max(S/k, V))    = stall                            max(R, S/k) + A
 ``concurrent``         L + d                                  d + max(S/k, W)                    max(R, S/k) + A
 ``pipelined``          L + d; in training L + max(0, d − τ)   d + max(S/k, W)                    max(R, S/k) + A
 =====================  =====================================  =================================  ==================
 
-c memory copy into touched memory, f copy into memory allocated just before by NumPy (page faults included,
-huge pages where Linux gives them), F the same into an anonymous mapping, as PyTorch allocates its tensors (4
-KB pages unless transparent huge pages are ``always`` on), p write into the page cache (pages new to it, as a
-file that stays cached takes them), q the same into pages the cache just gave back (this package's writers
-keep at most 64 MiB of a file cached: :func:`mlsysim.lab.store.write_chunks`), W the write + ``fsync`` of S as
-the disk ran between the saves (the median of its timings,
-:attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this package's CRC-32, t the CRC-32 that
-``torch.save``'s zip writer computes for every record (DCP writes each tensor with ``torch.save``), r a read
-from the device (the floor, in one call), R the cold read of S tensor by tensor, front to back, as
-``torch.load`` and this package's loader read, as the disk ran during the loads (the median of one per load
-round; S/r where not timed: :func:`~mlsysim.lab.pytorch.compare.compare` records it beside the loads but
-predicts them with r), G the same with each tensor's archive read from its end first, as DCP's loader reads
-(:func:`mlsysim.lab.pytorch.compare.cold_read_s`; R where not timed), τ the forward and backward pass that the
-pipelined copy hides behind, d the copy of the state itself into a ready buffer, one tensor after another (S/c
-where it was not timed), L the layout of the state that this package's ``save`` plans before it copies (one
-walk over the tensors). This package's writers checksum in a second thread while they write (the longer of the
-two). The loaders read into tensors they allocate through PyTorch's allocator (this package's loader into
-memory of each large array's own, as ``torch.load`` does), and pay what that memory costs beyond a copy into
-touched memory: A = S/u − S/c, u the copy of the state into new tensors while the previous copy is still held
+D DCP's staging copy as its default stager makes it: a new storage from PyTorch's allocator for each tensor,
+then the copy, from the rounds' memory state (the median; S/F where it was not timed), c memory copy into
+touched memory, f copy into memory allocated just before by NumPy (page faults included, huge pages where
+Linux gives them), F the same into an anonymous mapping, as PyTorch allocates its tensors (4 KB pages unless
+transparent huge pages are ``always`` on), p write into the page cache (pages new to it, as a file that stays
+cached takes them), q the same into pages the cache just gave back (this package's writers keep at most 64 MiB
+of a file cached: :func:`mlsysim.lab.store.write_chunks`), W the write + ``fsync`` of S as the disk ran
+between the saves (the median of its timings, :attr:`~mlsysim.lab.floors.Floors.typical_write_s`), k this
+package's CRC-32, t the CRC-32 that ``torch.save``'s zip writer computes for every record (DCP writes each
+tensor with ``torch.save``), r a read from the device (the floor, in one call), R the cold read of S tensor by
+tensor, front to back, as ``torch.load`` and this package's loader read, as the disk ran during the loads (the
+median of one per load round; S/r where not timed: :func:`~mlsysim.lab.pytorch.compare.compare` records it
+beside the loads but predicts them with r), G the same with each tensor's archive read from its end first, as
+DCP's loader reads (:func:`mlsysim.lab.pytorch.compare.cold_read_s`; R where not timed), τ the forward and
+backward pass that the pipelined copy hides behind, d the copy of the state itself into a ready buffer, one
+tensor after another, two buffers in turn, from the rounds' memory state (the median; S/c where it was not
+timed), L the layout of the state that this package's ``save`` plans before it copies (one walk over the
+tensors). This package's writers checksum in a second thread while they write (the longer of the two). The
+loaders read into tensors they allocate through PyTorch's allocator (this package's loader into memory of each
+large array's own, as ``torch.load`` does), and pay what that memory costs beyond a copy into touched memory:
+A = S/u − S/c, u the copy of the state into new tensors while the previous copy is still held
 (:func:`mlsysim.lab.pytorch.compare.alloc_copy_Bps`: the allocator hands back what an earlier load freed, as
 the loads of a run follow one another). Without u, A = S/F − S/c (every page new). DCP then copies into the
 state it loads in place (c); this package's loader checksums while it reads, in a second thread (the longer of
@@ -49,10 +51,11 @@ for its staging copy and its write. In training a checkpoint follows seconds of 
 memory an older checkpoint's deletion freed may have gone back to the host. This package's writers reuse
 their own 64 MiB window either way.
 
-**In training the disk and the page cache are timed again.** A shared disk drifts from minute to
-minute, and the memory a file's pages take is as the training left it: the figures measured in the
-overhead runs (the stall in training, the overhead) take W_t, the write + ``fsync`` of S, and p_t, the
-page-cache write of S, each timed after every pair of overhead runs (medians; S/p where not timed).
+**In training the disk and the page cache are timed again.** A shared disk drifts from minute to minute, and
+the memory a file's pages take is as the training left it: the figures measured in the overhead runs (the
+stall in training, the overhead) take W_t, the write + ``fsync`` of S, and p_t, the page-cache write of S,
+each timed after every pair of overhead runs (medians; S/p where not timed). DCP's staging is not timed there:
+its stall in training is predicted with D, as in the rounds.
 
 **This package's window in training.** Its writers keep at most w = 80 MiB of a file cached (the 64 MiB
 window and the chunk being written): after the first w bytes, each chunk lands in pages the cache has just
@@ -85,7 +88,7 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 (1.2, 1.65)
 >>> round(e["torch.save+fsync"]["training_stall_s"], 3)      # in training, pages new to the cache: 0.25 + 0.25 + 1.2
 1.7
->>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.1-0.05; 0.1+(0.05+0.204)/2
+>>> round(e["pipelined"]["training_stall_s"], 3), round(e["concurrent"]["overhead_s"], 3)  # 0.05; 0.1+(0.05+0.204)/2
 (0.05, 0.227)
 >>> w = engines_model(f, 4e9, pass_s=0.05, training_cache_write_s=2.0)   # p_t: 2 s; the first 80 MiB at its pace
 >>> round(w["terms"]["V"], 3), round(w["sync"]["training_stall_s"], 3)    # 1.2 + 0.0839 * (2.0 - 1.2)
@@ -127,7 +130,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                   alloc_copy_Bps: float | None = None, snapshot_s: float | None = None, layout_s: float = 0.0,
                   training_write_s: float | None = None, prune_s: dict | None = None,
                   training_cache_write_s: float | None = None, read_s: float | None = None,
-                  pieces_read_s: float | None = None) -> dict:
+                  pieces_read_s: float | None = None, staging_s: float | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
@@ -140,7 +143,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     ``fsync`` timed between the overhead runs (W_t; None: W), ``prune_s`` the deletion of an older
     checkpoint per engine, as the save rounds timed it (P; an engine not named: 0),
     ``training_cache_write_s`` the page-cache write timed between the overhead runs (p_t; None: S/p),
-    ``read_s`` and ``pieces_read_s`` the cold reads timed in the load rounds (R, G; None: S/r, R)."""
+    ``read_s`` and ``pieces_read_s`` the cold reads timed in the load rounds (R, G; None: S/r, R),
+    ``staging_s`` DCP's staging copy as its default stager makes it (D; None: S/F)."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
              "cache_rewrite_Bps": f.cache_rewrite_Bps,
@@ -157,7 +161,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
         raise MlsysimError(f"alloc_copy_Bps must be a measured rate > 0 B/s, got {alloc_copy_Bps!r}")
     for name, v in (("snapshot_s", snapshot_s), ("training_write_s", training_write_s),
                     ("training_cache_write_s", training_cache_write_s),
-                    ("read_s", read_s), ("pieces_read_s", pieces_read_s)):
+                    ("read_s", read_s), ("pieces_read_s", pieces_read_s), ("staging_s", staging_s)):
         if v is not None and not (0 < v < math.inf):
             raise MlsysimError(f"{name} must be a measured time > 0 s, got {v!r}")
     if not (0 <= layout_s < math.inf):
@@ -177,6 +181,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     x["V"] = x["W_t"] + omega * max(0.0, x["p_t"] - x["W_t"])     # sync's write in training
     x["R"] = x["r"] if read_s is None else read_s
     x["G"] = x["R"] if pieces_read_s is None else pieces_read_s
+    x["D"] = x["F"] if staging_s is None else staging_s
     faults = max(0.0, x.get("u", x["F"]) - x["c"])     # A: the loaders' new tensors beyond a copy
     own_load = max(x["R"], x["k"]) + faults
     torch_write = x["t"] + x["p_t"]                   # in training: the memory as the training left it
@@ -188,7 +193,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
         "torch.save": (rounds_write, None, x["R"] + faults, 0.0),
         "torch.save+fsync": (rounds_write + x["W"], rounds_write + x["W"], x["R"] + faults, 0.0),
         "dcp": (rounds_write + x["W"], rounds_write + x["W"], x["G"] + faults + x["c"], 0.0),
-        "dcp-async": (x["F"], x["F"] + rounds_write + x["W"], x["G"] + faults + x["c"], torch_write),
+        "dcp-async": (x["D"], x["D"] + rounds_write + x["W"], x["G"] + faults + x["c"], torch_write),
         "sync": (persist, persist, own_load, 0.0),
         "concurrent": (snap, x["d"] + persist, own_load, x["k"] + cached),
         "pipelined": (snap, x["d"] + persist, own_load, x["d"] + x["k"] + cached),
@@ -210,9 +215,9 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
 def remodel(record: dict) -> dict:
     """``record`` (a run's ``to_dict()``, as stored) with each engine's ``model`` and the ``terms_s`` computed
     again by :func:`mlsysim.lab.pytorch.model.engines_model` from the rates the run measured (its floors,
-    ``torch_crc_Bps``, ``pass_s``, ``alloc_copy_Bps``, the rates timed again in training and the load rounds'
-    cold reads, cores and training threads, each engine's
-    ``prune_s``); the measurements are left as they are."""
+    ``torch_crc_Bps``, ``pass_s``, ``alloc_copy_Bps``, DCP's staging copy, the rates timed again in training
+    and the load rounds' cold reads, cores and training threads, each engine's ``prune_s``); the
+    measurements are left as they are."""
     names = {f.name for f in dataclasses.fields(Floors)}
     floors = {k: v for k, v in record["floors"].items() if k in names}
     floors["write_rounds_s"] = tuple(floors.get("write_rounds_s", ()))
@@ -222,7 +227,8 @@ def remodel(record: dict) -> dict:
                           alloc_copy_Bps=record.get("alloc_copy_Bps"), snapshot_s=record.get("snapshot_copy_s"),
                           layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"),
                           prune_s=prune, training_cache_write_s=record.get("training_cache_write_s"),
-                          pieces_read_s=_median_or_none(record.get("pieces_rounds_s")))
+                          pieces_read_s=_median_or_none(record.get("pieces_rounds_s")),
+                          staging_s=record.get("staging_copy_s"))
     engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
     return {**record, "engines": engines, "terms_s": model["terms"]}
 
