@@ -90,6 +90,21 @@ def test_dcp_async_stages_as_its_stager_was_timed():
         engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, staging_s=-0.3)
 
 
+def test_a_write_timed_beside_the_training_is_what_the_background_engines_cost_it():
+    # a free core: the share charges nothing, the timed write beside the training 0.25 s
+    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, cores=2, train_threads=1, write_beside_s=0.25,
+                      prune_s={"concurrent": 0.3, "sync": 0.3})
+    assert e["terms"]["B"] == 0.25
+    for n in ("concurrent", "pipelined", "dcp-async"):
+        assert e[n]["overhead_s"] == pytest.approx(e[n]["training_stall_s"] + 0.25), n
+    assert e["sync"]["overhead_s"] == pytest.approx(e["sync"]["training_stall_s"] + 0.3)   # blocks: no B
+    busy = engines_model(F, 4e9, pass_s=1.0, cores=2, train_threads=2, write_beside_s=0.25, prune_s={"concurrent": 0.3})
+    assert busy["concurrent"]["overhead_s"] == pytest.approx(0.2 + 0.25 + 0.3 / 2)   # the deletion at the share
+    assert engines_model(F, 4e9, pass_s=1.0, write_beside_s=-0.01)["terms"]["B"] == 0.0     # noise below zero
+    with pytest.raises(MlsysimError, match="write_beside_s must be a measured time"):
+        engines_model(F, 4e9, pass_s=1.0, write_beside_s=math.nan)
+
+
 def test_in_training_the_memory_is_timed_again():
     # the page-cache write as the training left the memory: 0.9 s for the state
     e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, training_cache_write_s=0.9)

@@ -1,6 +1,7 @@
 """PyTorch's checkpointing beside this package's engines: the comparison, the floors, the CLI, and
 the rule that torch stays an optional extra. Real files, real processes; nothing mocked."""
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -110,7 +111,7 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert plain["durable_s"] is None and plain["predicted"]["durable_s"] is None   # null, not a bare NaN
     json.loads(json.dumps(small.to_dict(), allow_nan=False))
     assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
-    assert set(d["terms_s"]) == set("cfFpqWktrudLRGVD") | {"W_t", "p_t"} and all(v > 0 for v in d["terms_s"].values())
+    assert set(d["terms_s"]) == set("cfFpqWktrudLRGVDB") | {"W_t", "p_t"} and all(v > 0 for v in d["terms_s"].values())
     assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0
     assert d["training_cache_write_s"] > 0
     assert len(d["read_rounds_s"]) == len(d["pieces_rounds_s"]) == LOAD_ROUNDS * small.repeats
@@ -214,6 +215,7 @@ def test_the_snapshot_copy_is_timed_beside_the_floor(small):
     per_parameter = 4 * (9 * SMALL.layers + 3)       # weight, AdamW's step, m and v of each parameter tensor
     assert d["snapshot_copy_s"] > 0 and d["tensors"] == per_parameter + 2   # + torch's and NumPy's random states
     assert d["staging_copy_s"] > 0 and d["terms_s"]["D"] == d["staging_copy_s"]   # DCP's staging, as its stager
+    assert math.isfinite(d["write_beside_s"]) and d["terms_s"]["B"] == max(0.0, d["write_beside_s"])
 
 
 def test_the_pipelined_engine_in_the_comparison_resumes_and_refuses_a_flipped_byte(tmp_path):

@@ -34,7 +34,10 @@ there; the overhead runs (2.) train beside it:
    (``training_stall_s``, median): only there does the pipelined engine's copy have a forward and
    backward pass to hide behind, timed on its own (``pass_s``). After each pair the write floor of
    the state's size is timed once more (``training_write_s``, median): the disk drifts between the
-   save rounds and these runs, and the figures of these runs are predicted with its rate here.
+   save rounds and these runs, and the figures of these runs are predicted with its rate here. Once
+   a round, one more pair: a plain run, then the same run beside one durable write of the state's size
+   by this package's writer, started with it: what a write beside the training costs it, whoever
+   writes (``write_beside_s``, median).
 3. **Load.** :data:`LOAD_ROUNDS` × ``repeats`` rounds (a load is short, and the disk's read rate
    drifts from one to the next as its write rate does); in each, every engine's own loader reads its
    newest checkpoint once, in the order of :func:`round_order` (what the previous load left in
@@ -73,6 +76,7 @@ import math
 import os
 import statistics
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -164,6 +168,7 @@ class Comparison:
     layout_s: float = float("nan")          # this package's layout of the state, planned before its copy (L)
     training_write_s: float = float("nan")  # write + fsync of the state's size between the overhead runs (W_t)
     training_cache_write_s: float = float("nan")   # page-cache write of the state's size there (p_t, median)
+    write_beside_s: float = float("nan")    # what a durable write of that size beside the training costs it (B)
     staging_copy_s: float = float("nan")    # DCP async_save's staging copy, as its default stager makes it (D)
     read_rounds_s: tuple = ()               # cold read of the state's size tensor by tensor, once per load round
     pieces_rounds_s: tuple = ()             # the same tensor by tensor, each archive from its end (DCP's loads)
@@ -202,7 +207,7 @@ class Comparison:
                 "pass_s": _or_none(self.pass_s), "alloc_copy_Bps": _or_none(self.alloc_copy_Bps),
                 "layout_s": _or_none(self.layout_s), "training_write_s": _or_none(self.training_write_s),
                 "training_cache_write_s": _or_none(self.training_cache_write_s),
-                "staging_copy_s": _or_none(self.staging_copy_s),
+                "staging_copy_s": _or_none(self.staging_copy_s), "write_beside_s": _or_none(self.write_beside_s),
                 "read_rounds_s": list(self.read_rounds_s), "pieces_rounds_s": list(self.pieces_rounds_s),
                 "terms_s": dict(self.terms_s),
                 "engines": [r.to_dict(f) for r in self.runs]}
@@ -389,6 +394,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=timed["pass_s"],
                       alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                       training_cache_write_s=timed["cache_write_s"], staging_copy_s=staging_s,
+                      write_beside_s=timed["write_beside_s"],
                       read_rounds_s=tuple(reads["read_s"]), pieces_rounds_s=tuple(reads["pieces_read_s"]),
                       terms_s=model.get("terms", {}))
 
@@ -573,7 +579,8 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
                              layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                              prune_s={e: v for e, v in prune_s.items() if v == v},
                              training_cache_write_s=timed["cache_write_s"],
-                             pieces_read_s=timed["pieces_read_s"], staging_s=timed.get("staging_s"))
+                             pieces_read_s=timed["pieces_read_s"], staging_s=timed.get("staging_s"),
+                             write_beside_s=timed.get("write_beside_s"))
     except MlsysimError:
         return {}
 
@@ -642,14 +649,15 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
     difference per checkpoint (the overhead is their median). Also the median stall per checkpoint in those runs,
     and what the model needs timed there: ``pass_s`` (the forward and backward), ``layout_s`` (this package's
     layout of the state, median of three), and after each pair, the memory as the training left it, the page-cache
-    write of the state's size (``cache_write_s``) and the write floor (``write_s``), each the median."""
+    write of the state's size (``cache_write_s``) and the write floor (``write_s``), each the median, and once a round
+    what a durable write beside the training costs it (``write_beside_s``, :func:`_write_beside_s`, the median)."""
     checkpoints = (OVERHEAD_STEPS - 1) // OVERHEAD_EVERY
     trainer = TorchTrainer(cfg)
     trainer.step()                              # the optimizer's states exist from here on
     timed = {"pass_s": _pass_s(trainer), "layout_s": _layout_s(trainer.state())}
     floor = np.full(trainer.state_B, 7, dtype=np.uint8)
     scratch, writes = next(iter(folders.values())).with_name("floor-in-training.bin"), []
-    caches = []
+    caches, besides = [], []
     live, diffs, stalls = {}, {e: [] for e in engines}, {e: [] for e in engines}
     try:
         _open_engines(live, engines, folders, trainer.state())
@@ -664,11 +672,29 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
                 scratch.unlink()
                 writes.append(write_once(scratch, floor))
                 scratch.unlink()
+            besides.append(_write_beside_s(trainer, scratch, floor))
     finally:
         for eng in live.values():
             eng.close()
-    timed.update(write_s=statistics.median(writes), cache_write_s=statistics.median(caches))
+    timed.update(write_s=statistics.median(writes), cache_write_s=statistics.median(caches),
+                 write_beside_s=statistics.median(besides))
     return diffs, {e: statistics.median(v) for e, v in stalls.items()}, timed
+
+
+def _write_beside_s(trainer: TorchTrainer, path: Path, data: np.ndarray) -> float:
+    """What one durable write of ``data`` beside the training costs it, in seconds: a run of
+    :data:`OVERHEAD_STEPS` steps with this package's writer (:func:`mlsysim.lab.store.write_durable`, its
+    CRC-32 beside the write) started in a thread of its own as the run starts, less the plain run just
+    before it; the file is removed after."""
+    plain = _timed_run(trainer)
+    writer = threading.Thread(target=store.write_durable, args=(path, [data]))
+    writer.start()
+    try:
+        beside = _timed_run(trainer)
+    finally:
+        writer.join()
+        path.unlink(missing_ok=True)
+    return beside - plain
 
 
 def _layout_s(state) -> float:

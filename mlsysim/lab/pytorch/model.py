@@ -74,7 +74,11 @@ page-cache write, S/k + (1 − ω) S/q + ω p_t; DCP's serialization; the pipeli
 deletion, which they run in their writer thread) where it has to take a core from the training:
 nothing while the machine has a core the training leaves free (``train_threads`` < ``cores``), else
 its seconds / ``cores``, as a step that runs on every core slows by 1/n of what another thread takes.
-The memory bandwidth that the two share is not modelled.
+Where the run timed it, B, what one durable write of S beside the training cost a run of it (a plain run
+beside this package's writer less the plain run before it, the median over the rounds), stands for the
+background engines' write at that share (their deletion stays at the share): it holds what the thread
+count does not show, the host's work for the writes and the memory bandwidth and caches the training
+shares with the writer.
 
 Every term is a measured rate of this machine, none a fit to an engine's own timing; where an
 engine's measured time still differs, notebook 06b names what the table leaves out.
@@ -130,7 +134,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                   alloc_copy_Bps: float | None = None, snapshot_s: float | None = None, layout_s: float = 0.0,
                   training_write_s: float | None = None, prune_s: dict | None = None,
                   training_cache_write_s: float | None = None, read_s: float | None = None,
-                  pieces_read_s: float | None = None, staging_s: float | None = None) -> dict:
+                  pieces_read_s: float | None = None, staging_s: float | None = None,
+                  write_beside_s: float | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
@@ -144,7 +149,9 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     checkpoint per engine, as the save rounds timed it (P; an engine not named: 0),
     ``training_cache_write_s`` the page-cache write timed between the overhead runs (p_t; None: S/p),
     ``read_s`` and ``pieces_read_s`` the cold reads timed in the load rounds (R, G; None: S/r, R),
-    ``staging_s`` DCP's staging copy as its default stager makes it (D; None: S/F)."""
+    ``staging_s`` DCP's staging copy as its default stager makes it (D; None: S/F), ``write_beside_s``
+    what a durable write of S beside the training costs it (B; None: the work beside at the training's
+    share of the cores)."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
              "cache_rewrite_Bps": f.cache_rewrite_Bps,
@@ -164,6 +171,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                     ("read_s", read_s), ("pieces_read_s", pieces_read_s), ("staging_s", staging_s)):
         if v is not None and not (0 < v < math.inf):
             raise MlsysimError(f"{name} must be a measured time > 0 s, got {v!r}")
+    if write_beside_s is not None and not (-math.inf < write_beside_s < math.inf):
+        raise MlsysimError(f"write_beside_s must be a measured time in s, got {write_beside_s!r}")
     if not (0 <= layout_s < math.inf):
         raise MlsysimError(f"layout_s must be a measured time >= 0 s, got {layout_s!r}")
     prune = dict(prune_s or {})
@@ -182,6 +191,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     x["R"] = x["r"] if read_s is None else read_s
     x["G"] = x["R"] if pieces_read_s is None else pieces_read_s
     x["D"] = x["F"] if staging_s is None else staging_s
+    if write_beside_s is not None:
+        x["B"] = max(0.0, write_beside_s)
     faults = max(0.0, x.get("u", x["F"]) - x["c"])     # A: the loaders' new tensors beyond a copy
     own_load = max(x["R"], x["k"]) + faults
     torch_write = x["t"] + x["p_t"]                   # in training: the memory as the training left it
@@ -205,9 +216,12 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                    "pipelined": x["L"] + max(0.0, x["d"] - pass_s)}
     for e, (stall, durable, load, beside) in table.items():
         training, deletion = in_training.get(e, stall), prune.get(e, 0.0)
-        caller, beside = (deletion, beside) if e in PRUNE_IN_CALLER else (0.0, beside + deletion)
+        if e in PRUNE_IN_CALLER:
+            caller, lost = deletion, beside * share
+        else:                                          # the write measured beside the training, where timed
+            caller, lost = 0.0, (x["B"] if "B" in x else beside * share) + deletion * share
         out[e] = {"stall_s": stall, "durable_s": durable, "load_s": load, "training_stall_s": training,
-                  "overhead_s": training + caller + beside * share}
+                  "overhead_s": training + caller + lost}
     out["terms"] = x
     return out
 
@@ -228,7 +242,7 @@ def remodel(record: dict) -> dict:
                           layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"),
                           prune_s=prune, training_cache_write_s=record.get("training_cache_write_s"),
                           pieces_read_s=_median_or_none(record.get("pieces_rounds_s")),
-                          staging_s=record.get("staging_copy_s"))
+                          staging_s=record.get("staging_copy_s"), write_beside_s=record.get("write_beside_s"))
     engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
     return {**record, "engines": engines, "terms_s": model["terms"]}
 
