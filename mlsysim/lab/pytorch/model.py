@@ -152,33 +152,12 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     ``staging_s`` DCP's staging copy as its default stager makes it (D; None: S/F), ``write_beside_s``
     what a durable write of S beside the training costs it (B; None: the work beside at the training's
     share of the cores)."""
-    rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
-             "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
-             "cache_rewrite_Bps": f.cache_rewrite_Bps,
-             "crc_Bps": f.crc_Bps, "read_cold_Bps": f.read_cold_Bps, "torch_crc_Bps": torch_crc_Bps}
-    for name, v in rates.items():
-        if not (v > 0):                   # NaN too: a rate the floors did not measure
-            raise MlsysimError(f"{name} must be a measured rate > 0 B/s to predict the engines, got {v!r}")
-    if not (0 <= pass_s < math.inf):
-        raise MlsysimError(f"pass_s must be a finite time >= 0 s, got {pass_s!r}")
-    for name, v in (("cores", cores), ("train_threads", train_threads)):
-        if type(v) is not int or v < 1:
-            raise MlsysimError(f"{name} must be a positive integer, got {v!r}")
-    if alloc_copy_Bps is not None and not (alloc_copy_Bps > 0):
-        raise MlsysimError(f"alloc_copy_Bps must be a measured rate > 0 B/s, got {alloc_copy_Bps!r}")
-    for name, v in (("snapshot_s", snapshot_s), ("training_write_s", training_write_s),
-                    ("training_cache_write_s", training_cache_write_s),
-                    ("read_s", read_s), ("pieces_read_s", pieces_read_s), ("staging_s", staging_s)):
-        if v is not None and not (0 < v < math.inf):
-            raise MlsysimError(f"{name} must be a measured time > 0 s, got {v!r}")
-    if write_beside_s is not None and not (-math.inf < write_beside_s < math.inf):
-        raise MlsysimError(f"write_beside_s must be a measured time in s, got {write_beside_s!r}")
-    if not (0 <= layout_s < math.inf):
-        raise MlsysimError(f"layout_s must be a measured time >= 0 s, got {layout_s!r}")
+    times = {"snapshot_s": snapshot_s, "training_write_s": training_write_s,
+             "training_cache_write_s": training_cache_write_s, "read_s": read_s, "pieces_read_s": pieces_read_s,
+             "staging_s": staging_s}
     prune = dict(prune_s or {})
-    for name, v in prune.items():
-        if not (0 <= v < math.inf):
-            raise MlsysimError(f"prune_s[{name!r}] must be a measured time >= 0 s, got {v!r}")
+    _check_inputs(f, torch_crc_Bps, pass_s, (cores, train_threads), alloc_copy_Bps, times, write_beside_s,
+                  layout_s, prune)
     x = _terms(f, torch_crc_Bps)
     x["d"] = x["c"] if snapshot_s is None else snapshot_s
     x["L"] = layout_s
@@ -224,6 +203,35 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                   "overhead_s": training + caller + lost}
     out["terms"] = x
     return out
+
+
+def _check_inputs(f: Floors, torch_crc_Bps: float, pass_s: float, counts: tuple, alloc_copy_Bps, times: dict,
+                  write_beside_s, layout_s: float, prune: dict) -> None:
+    """Refuse what :func:`engines_model` cannot predict from, naming the input and its limit."""
+    rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
+             "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
+             "cache_rewrite_Bps": f.cache_rewrite_Bps,
+             "crc_Bps": f.crc_Bps, "read_cold_Bps": f.read_cold_Bps, "torch_crc_Bps": torch_crc_Bps}
+    for name, v in rates.items():
+        if not (v > 0):                   # NaN too: a rate the floors did not measure
+            raise MlsysimError(f"{name} must be a measured rate > 0 B/s to predict the engines, got {v!r}")
+    if not (0 <= pass_s < math.inf):
+        raise MlsysimError(f"pass_s must be a finite time >= 0 s, got {pass_s!r}")
+    for name, v in zip(("cores", "train_threads"), counts):
+        if type(v) is not int or v < 1:
+            raise MlsysimError(f"{name} must be a positive integer, got {v!r}")
+    if alloc_copy_Bps is not None and not (alloc_copy_Bps > 0):
+        raise MlsysimError(f"alloc_copy_Bps must be a measured rate > 0 B/s, got {alloc_copy_Bps!r}")
+    for name, v in times.items():
+        if v is not None and not (0 < v < math.inf):
+            raise MlsysimError(f"{name} must be a measured time > 0 s, got {v!r}")
+    if write_beside_s is not None and not (-math.inf < write_beside_s < math.inf):
+        raise MlsysimError(f"write_beside_s must be a measured time in s, got {write_beside_s!r}")
+    if not (0 <= layout_s < math.inf):
+        raise MlsysimError(f"layout_s must be a measured time >= 0 s, got {layout_s!r}")
+    for name, v in prune.items():
+        if not (0 <= v < math.inf):
+            raise MlsysimError(f"prune_s[{name!r}] must be a measured time >= 0 s, got {v!r}")
 
 
 def remodel(record: dict) -> dict:
