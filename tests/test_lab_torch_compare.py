@@ -111,7 +111,9 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert plain["durable_s"] is None and plain["predicted"]["durable_s"] is None   # null, not a bare NaN
     json.loads(json.dumps(small.to_dict(), allow_nan=False))
     assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
-    assert set(d["terms_s"]) == set("cfFpqWktrudLRGVDB") | {"W_t", "p_t"} and all(v > 0 for v in d["terms_s"].values())
+    assert set(d["terms_s"]) == set("cfFpqWktrudLRGVDB") | {"W_t", "p_t"}
+    assert d["terms_s"]["B"] >= 0          # a short write beside a short run may cost it nothing measurable
+    assert all(v > 0 for k, v in d["terms_s"].items() if k != "B")
     assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0
     assert d["training_cache_write_s"] > 0
     assert len(d["read_rounds_s"]) == len(d["pieces_rounds_s"]) == LOAD_ROUNDS * small.repeats
