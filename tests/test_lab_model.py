@@ -90,6 +90,18 @@ def test_dcp_async_stages_as_its_stager_was_timed():
         engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, staging_s=-0.3)
 
 
+def test_dcp_loads_as_its_loader_deserializes_each_piece_then_copies_it_in_place():
+    # G 1.5 s (each archive from its end), Z 0.9 s (torch.load of every piece from memory, 0.7 s beyond the
+    # 0.2 s copy), d 0.3 s (the copy into the state, tensor after tensor): 1.5 + 0.7 + 0.3; A no longer counts
+    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, pieces_read_s=1.5, deserialize_s=0.9, snapshot_s=0.3)
+    assert e["terms"]["Z"] == 0.9
+    assert e["dcp"]["load_s"] == pytest.approx(2.5) == e["dcp-async"]["load_s"]
+    assert e["sync"]["load_s"] == pytest.approx(1.0 + 0.6)                        # the other loaders as before
+    assert "Z" not in engines_model(F, 4e9, pass_s=1.0)["terms"]
+    with pytest.raises(MlsysimError, match="deserialize_s must be a measured time"):
+        engines_model(F, 4e9, pass_s=1.0, deserialize_s=0.0)
+
+
 def test_a_write_timed_beside_the_training_is_what_the_background_engines_cost_it():
     # a free core: the share charges nothing, the timed write beside the training 0.25 s
     e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, cores=2, train_threads=1, write_beside_s=0.25,

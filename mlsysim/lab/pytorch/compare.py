@@ -60,10 +60,12 @@ each engine's own work to the floors, from rates measured in the same run: the p
 new memory, DCP ``async_save``'s staging copy as its default stager allocates it (from the same memory state
 as the saves, the median), this package's snapshot into a ready buffer (timed as a save of the rounds is: from
 the same memory state, the median), the copy into the tensors a load allocates (``alloc_copy_Bps``, the
-median), this package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), and, where the memory state or
-the disk drifts, rates timed again in the same stretch of the run: the page-cache write after each overhead
-pair, the cold read tensor by tensor in each load round, each tensor's archive from its end, as DCP's loader
-reads (the same read front to back is recorded beside it; the other loads keep the read floor). The first,
+median), ``torch.load`` of the state piece by piece from memory as DCP's loader deserializes it
+(``deserialize_s``, the median), this package's CRC-32 and ``torch.save``'s own (``torch_crc_Bps``), and, where
+the memory state or the disk drifts, rates timed again in the same stretch of the run: the page-cache write
+after each overhead pair, the cold read tensor by tensor in each load round, each tensor's archive from its end,
+as DCP's loader reads (the same read front to back is recorded beside it; the other loads keep the read
+floor). The first,
 :func:`mlsysim.checkpoint`'s (measured floors as its memory and storage rates, see
 :mod:`mlsysim.lab.predict`), is kept as ``predicted``: the ``sync`` strategy for the engines that block until
 durable, ``async`` for those that snapshot and persist in the background.
@@ -170,6 +172,7 @@ class Comparison:
     training_cache_write_s: float = float("nan")   # page-cache write of the state's size there (p_t, median)
     write_beside_s: float = float("nan")    # what a durable write of that size beside the training costs it (B)
     staging_copy_s: float = float("nan")    # DCP async_save's staging copy, as its default stager makes it (D)
+    deserialize_s: float = float("nan")     # torch.load of the state piece by piece from memory, as DCP loads (Z)
     read_rounds_s: tuple = ()               # cold read of the state's size tensor by tensor, once per load round
     pieces_rounds_s: tuple = ()             # the same tensor by tensor, each archive from its end (DCP's loads)
     terms_s: dict = field(default_factory=dict)   # the model's terms in seconds (see mlsysim.lab.pytorch.model)
@@ -208,6 +211,7 @@ class Comparison:
                 "layout_s": _or_none(self.layout_s), "training_write_s": _or_none(self.training_write_s),
                 "training_cache_write_s": _or_none(self.training_cache_write_s),
                 "staging_copy_s": _or_none(self.staging_copy_s), "write_beside_s": _or_none(self.write_beside_s),
+                "deserialize_s": _or_none(self.deserialize_s),
                 "read_rounds_s": list(self.read_rounds_s), "pieces_rounds_s": list(self.pieces_rounds_s),
                 "terms_s": dict(self.terms_s),
                 "engines": [r.to_dict(f) for r in self.runs]}
@@ -366,6 +370,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         torch_crc = torch_crc_Bps(repeats)
         alloc_Bps = alloc_copy_Bps(state, repeats)
         staging_s = staging_copy_s(state, repeats, root)
+        unpickle_s = deserialize_s(state, repeats)
         records, floor_rounds = _save_rounds(engines, folders, state, repeats, (root / "floor.bin", state_B), say)
         floors = with_write_rounds(floors, floor_rounds)
         machine = machine_from(floors.copy_Bps, floors.write_Bps, floors.read_cold_Bps)
@@ -379,7 +384,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         loads, reads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats,
                                     (root / "read-floor.bin", _tensor_sizes(state)), say)
         timed.update({k: statistics.median(v) for k, v in reads.items()})
-        timed["staging_s"] = staging_s
+        timed.update(staging_s=staging_s, deserialize_s=unpickle_s)
         model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed,
                        {e: _median_known(r.prune_s for r in records[e]) for e in engines})
         runs = []
@@ -394,7 +399,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=timed["pass_s"],
                       alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                       training_cache_write_s=timed["cache_write_s"], staging_copy_s=staging_s,
-                      write_beside_s=timed["write_beside_s"],
+                      write_beside_s=timed["write_beside_s"], deserialize_s=unpickle_s,
                       read_rounds_s=tuple(reads["read_s"]), pieces_rounds_s=tuple(reads["pieces_read_s"]),
                       terms_s=model.get("terms", {}))
 
@@ -496,6 +501,35 @@ def alloc_copy_Bps(state, repeats: int) -> float:
     return size / typical if typical > 0 else float("nan")
 
 
+def deserialize_s(state, repeats: int) -> float:
+    """Seconds for ``torch.load`` to deserialize ``state`` piece by piece from memory, as DCP's loader does
+    from its files: each tensor saved beforehand (untimed) into an archive of its own (``torch.save`` into a
+    ``BytesIO``, as DCP writes each tensor), then loaded one after another (``weights_only``, onto the CPU),
+    each result held until the next has returned, as the loader's loop holds its last piece. What this
+    adds to a copy is the allocator's new storage per piece and ``torch.load``'s own work per record. The
+    median of ``repeats`` (at least two) after one untimed pass."""
+    archives = []
+    for _, v in _flat(state):
+        if isinstance(v, torch.Tensor) and v.numel():
+            buf = io.BytesIO()
+            torch.save(v, buf)
+            archives.append(buf.getvalue())
+
+    def load_all() -> None:
+        piece = None
+        for raw in archives:
+            piece = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        del piece
+
+    load_all()
+    times = []
+    for _ in range(max(repeats, 2)):
+        t0 = time.perf_counter()
+        load_all()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def staging_copy_s(state, repeats: int, directory: Path) -> float:
     """Seconds to stage ``state`` as DCP's ``async_save`` does with its default stager: each tensor's
     storage copied into a new one that PyTorch's allocator makes just before (``UntypedStorage(n)``,
@@ -580,7 +614,7 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
                              prune_s={e: v for e, v in prune_s.items() if v == v},
                              training_cache_write_s=timed["cache_write_s"],
                              pieces_read_s=timed["pieces_read_s"], staging_s=timed.get("staging_s"),
-                             write_beside_s=timed.get("write_beside_s"))
+                             write_beside_s=timed.get("write_beside_s"), deserialize_s=timed.get("deserialize_s"))
     except MlsysimError:
         return {}
 

@@ -10,8 +10,8 @@ engine                 stall (blocked)                        durable           
 =====================  =====================================  =================================  ==================
 ``torch.save``         S/t + S/q (in training p_t for S/q)    never                              R + A
 ``torch.save+fsync``   S/t + S/q + W (training: p_t)          = stall                            R + A
-``dcp``                S/t + S/q + W (training: p_t)          = stall                            G + A + S/c
-``dcp-async``          D                                      D + S/t + S/q + W                  G + A + S/c
+``dcp``                S/t + S/q + W (training: p_t)          = stall                            G + Z − S/c + d
+``dcp-async``          D                                      D + S/t + S/q + W                  G + Z − S/c + d
 ``sync``               max(S/k, W) (training: max(S/k, V))    = stall                            max(R, S/k) + A
 ``concurrent``         L + d                                  d + max(S/k, W)                    max(R, S/k) + A
 ``pipelined``          L + d; in training L + max(0, d − τ)   d + max(S/k, W)                    max(R, S/k) + A
@@ -39,9 +39,17 @@ loaders read into tensors they allocate through PyTorch's allocator (this packag
 large array's own, as ``torch.load`` does), and pay what that memory costs beyond a copy into touched memory:
 A = S/u − S/c, u the copy of the state into new tensors while the previous copy is still held
 (:func:`mlsysim.lab.pytorch.compare.alloc_copy_Bps`: the allocator hands back what an earlier load freed, as
-the loads of a run follow one another). Without u, A = S/F − S/c (every page new). DCP then copies into the
-state it loads in place (c); this package's loader checksums while it reads, in a second thread (the longer of
-the two).
+the loads of a run follow one another). Without u, A = S/F − S/c (every page new). This package's loader
+checksums while it reads, in a second thread (the longer of the two).
+
+**DCP's loader** reads each tensor as an archive of its own: ``torch.load`` of a view of the file, into a
+storage PyTorch's allocator makes for that piece, while the piece before is still held; then it copies the
+piece into the state it loads in place, tensor after tensor. Z is that deserialization of the state from
+memory, each tensor's archive made beforehand (:func:`mlsysim.lab.pytorch.compare.deserialize_s`, the
+median): it holds the copy out of the archive into new storage, the allocator's pattern and
+``torch.load``'s own work per record. The load from the device is then G (the read, which holds one copy
+into memory already touched), plus what Z adds to a copy (Z − S/c), plus d, the copy into the state. Where
+Z was not timed, DCP's load is predicted as G + A + S/c.
 
 **Which pages the page cache takes.** In the rounds of the comparison every save starts from the
 same state: two files of the state's size written into the page cache and deleted just before
@@ -102,6 +110,9 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 >>> t = engines_model(f, 4e9, pass_s=0.05, snapshot_s=0.12, layout_s=0.01, training_write_s=1.5)
 >>> round(t["concurrent"]["stall_s"], 3), round(t["pipelined"]["training_stall_s"], 3), t["sync"]["training_stall_s"]
 (0.13, 0.08, 1.5)
+>>> z = engines_model(f, 4e9, pass_s=0.05, pieces_read_s=0.5, deserialize_s=0.4, snapshot_s=0.2)
+>>> round(z["dcp"]["load_s"], 3), round(z["dcp-async"]["load_s"], 3)   # G + (Z - S/c) + d = 0.5 + 0.3 + 0.2
+(1.0, 1.0)
 >>> p = engines_model(f, 4e9, pass_s=0.05, train_threads=1, prune_s={"sync": 0.1, "concurrent": 0.1})
 >>> round(p["sync"]["overhead_s"], 3), round(p["concurrent"]["overhead_s"], 3)   # 1.2 + 0.1 in the caller; beside
 (1.3, 0.1)
@@ -135,7 +146,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                   training_write_s: float | None = None, prune_s: dict | None = None,
                   training_cache_write_s: float | None = None, read_s: float | None = None,
                   pieces_read_s: float | None = None, staging_s: float | None = None,
-                  write_beside_s: float | None = None) -> dict:
+                  write_beside_s: float | None = None, deserialize_s: float | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
@@ -151,28 +162,20 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     ``read_s`` and ``pieces_read_s`` the cold reads timed in the load rounds (R, G; None: S/r, R),
     ``staging_s`` DCP's staging copy as its default stager makes it (D; None: S/F), ``write_beside_s``
     what a durable write of S beside the training costs it (B; None: the work beside at the training's
-    share of the cores)."""
+    share of the cores), ``deserialize_s`` ``torch.load`` of the state piece by piece from memory, as DCP's
+    loader deserializes it (Z; None: DCP's load predicted as G + A + S/c)."""
     times = {"snapshot_s": snapshot_s, "training_write_s": training_write_s,
              "training_cache_write_s": training_cache_write_s, "read_s": read_s, "pieces_read_s": pieces_read_s,
-             "staging_s": staging_s}
+             "staging_s": staging_s, "deserialize_s": deserialize_s}
     prune = dict(prune_s or {})
     _check_inputs(f, torch_crc_Bps, pass_s, (cores, train_threads), alloc_copy_Bps, times, write_beside_s,
                   layout_s, prune)
-    x = _terms(f, torch_crc_Bps)
-    x["d"] = x["c"] if snapshot_s is None else snapshot_s
-    x["L"] = layout_s
-    x["W_t"] = x["W"] if training_write_s is None else training_write_s
-    if alloc_copy_Bps is not None:
-        x["u"] = f.size_B / alloc_copy_Bps
-    x["p_t"] = x["p"] if training_cache_write_s is None else training_cache_write_s
+    x = _timed_terms(f, torch_crc_Bps, times, alloc_copy_Bps, layout_s, write_beside_s)
     omega = min(1.0, (store.WINDOW_B + store.CHUNK_B) / f.size_B)   # the share of S cached at once
     x["V"] = x["W_t"] + omega * max(0.0, x["p_t"] - x["W_t"])     # sync's write in training
-    x["R"] = x["r"] if read_s is None else read_s
-    x["G"] = x["R"] if pieces_read_s is None else pieces_read_s
-    x["D"] = x["F"] if staging_s is None else staging_s
-    if write_beside_s is not None:
-        x["B"] = max(0.0, write_beside_s)
     faults = max(0.0, x.get("u", x["F"]) - x["c"])     # A: the loaders' new tensors beyond a copy
+    dcp_load = (x["G"] + max(0.0, x["Z"] - x["c"]) + x["d"] if "Z" in x   # pieces deserialized, copied in place
+                else x["G"] + faults + x["c"])
     own_load = max(x["R"], x["k"]) + faults
     torch_write = x["t"] + x["p_t"]                   # in training: the memory as the training left it
     persist = max(x["k"], x["W"])                     # the CRC-32 beside the write
@@ -182,8 +185,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     table = {
         "torch.save": (rounds_write, None, x["R"] + faults, 0.0),
         "torch.save+fsync": (rounds_write + x["W"], rounds_write + x["W"], x["R"] + faults, 0.0),
-        "dcp": (rounds_write + x["W"], rounds_write + x["W"], x["G"] + faults + x["c"], 0.0),
-        "dcp-async": (x["D"], x["D"] + rounds_write + x["W"], x["G"] + faults + x["c"], torch_write),
+        "dcp": (rounds_write + x["W"], rounds_write + x["W"], dcp_load, 0.0),
+        "dcp-async": (x["D"], x["D"] + rounds_write + x["W"], dcp_load, torch_write),
         "sync": (persist, persist, own_load, 0.0),
         "concurrent": (snap, x["d"] + persist, own_load, x["k"] + cached),
         "pipelined": (snap, x["d"] + persist, own_load, x["d"] + x["k"] + cached),
@@ -203,6 +206,26 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                   "overhead_s": training + caller + lost}
     out["terms"] = x
     return out
+
+
+def _timed_terms(f: Floors, torch_crc_Bps: float, times: dict, alloc_copy_Bps, layout_s: float,
+                 write_beside_s) -> dict:
+    """The floors' terms (:func:`_terms`) and those the run timed itself, each in its stand-in where not."""
+    x = _terms(f, torch_crc_Bps)
+    x["d"] = x["c"] if times["snapshot_s"] is None else times["snapshot_s"]
+    x["L"] = layout_s
+    x["W_t"] = x["W"] if times["training_write_s"] is None else times["training_write_s"]
+    if alloc_copy_Bps is not None:
+        x["u"] = f.size_B / alloc_copy_Bps
+    x["p_t"] = x["p"] if times["training_cache_write_s"] is None else times["training_cache_write_s"]
+    x["R"] = x["r"] if times["read_s"] is None else times["read_s"]
+    x["G"] = x["R"] if times["pieces_read_s"] is None else times["pieces_read_s"]
+    x["D"] = x["F"] if times["staging_s"] is None else times["staging_s"]
+    if write_beside_s is not None:
+        x["B"] = max(0.0, write_beside_s)
+    if times["deserialize_s"] is not None:
+        x["Z"] = times["deserialize_s"]
+    return x
 
 
 def _check_inputs(f: Floors, torch_crc_Bps: float, pass_s: float, counts: tuple, alloc_copy_Bps, times: dict,
@@ -250,7 +273,8 @@ def remodel(record: dict) -> dict:
                           layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"),
                           prune_s=prune, training_cache_write_s=record.get("training_cache_write_s"),
                           pieces_read_s=_median_or_none(record.get("pieces_rounds_s")),
-                          staging_s=record.get("staging_copy_s"), write_beside_s=record.get("write_beside_s"))
+                          staging_s=record.get("staging_copy_s"), write_beside_s=record.get("write_beside_s"),
+                          deserialize_s=record.get("deserialize_s"))
     engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
     return {**record, "engines": engines, "terms_s": model["terms"]}
 
