@@ -88,3 +88,30 @@ def test_the_writers_cpu_beside_the_churn_stands_for_the_taken_back_one_after_th
     extra = far["dcp-async"]["overhead_s"] - far["concurrent"]["overhead_s"] - (
         far["dcp-async"]["stall_s"] - far["concurrent"]["stall_s"])
     assert round(extra, 3) == round(2 * (0.5 / 4 - 0.5 / 20) / 2 + 2 * (0.5 / 1 - 0.5 / 4) / 2, 3) == 0.475
+
+
+
+def test_a_thread_that_ends_between_two_steps_keeps_its_faults():
+    size = 8 * 2 ** 20
+
+    def touch():
+        block = mmap.mmap(-1, size)
+        block[::mmap.PAGESIZE] = b"\x01" * (size // mmap.PAGESIZE)
+        block.close()
+    faulted, release = threading.Event(), threading.Event()
+
+    def touch_then_end():
+        touch()
+        faulted.set()
+        release.wait(10)
+    th = threading.Thread(target=touch_then_end)
+    th.start()
+    faulted.wait(10)
+    ev = [{"step": 1, "t": time.perf_counter(), "acct": accounting.snapshot()}]   # the thread listed, its faults in
+    release.set()
+    th.join()                                  # it ends: its faults leave the living threads' sum
+    for step in (2, 3):
+        touch()
+        ev.append({"step": step, "t": time.perf_counter(), "acct": accounting.snapshot()})
+    slowest = max(b["t"] - a["t"] for a, b in zip(ev, ev[1:]))
+    assert accounting.churn_Bps(ev, plain=3) >= 0.9 * size * mmap.PAGESIZE / _page_per_fault() / slowest

@@ -185,3 +185,24 @@ def test_the_recorded_run_holds_the_models_predictions():
         for k, v in r["model"].items():
             assert (v is None and s["model"][k] is None) or v == pytest.approx(s["model"][k]), (r["engine"], k)
     assert rec["terms_s"] == pytest.approx(again["terms_s"])
+
+
+def test_a_background_write_longer_than_the_interval_makes_the_next_save_wait():
+    # DCP's writer in training: S/t + p_t + W_t = 0.5 + 0.5 + 2.35 = 3.35 s against 2 s of training between the
+    # checkpoints: the second save and the final wait each wait 1.35 s; ours write for max(S/k, V) = 2.35 s
+    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, staging_s=0.3, interval_s=2.0)
+    assert e["terms"]["I"] == 2.0
+    assert e["dcp-async"]["training_stall_s"] == pytest.approx(0.3 + 1.35 / 2)    # the median: midway
+    assert e["dcp-async"]["overhead_s"] == pytest.approx(0.3 + 1.35)
+    assert e["concurrent"]["training_stall_s"] == pytest.approx(0.2 + 0.35 / 2)
+    assert e["concurrent"]["overhead_s"] == pytest.approx(0.2 + 0.35)
+    assert e["dcp-async"]["stall_s"] == pytest.approx(0.3)                         # the rounds wait for each write
+    slow = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, staging_s=0.3, interval_s=5.0)
+    plain = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, staging_s=0.3)
+    for n in ("dcp-async", "concurrent", "pipelined", "sync", "dcp"):              # a long interval: nothing waits
+        for k in ("training_stall_s", "overhead_s"):
+            assert slow[n][k] == pytest.approx(plain[n][k])
+    for n in ("sync", "dcp", "torch.save+fsync"):                                 # blocking engines never wait
+        assert e[n]["overhead_s"] == pytest.approx(plain[n]["overhead_s"])
+    with pytest.raises(MlsysimError, match="interval_s must be a measured time"):
+        engines_model(F, 4e9, pass_s=1.0, interval_s=0.0)

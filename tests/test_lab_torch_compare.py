@@ -111,7 +111,7 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert plain["durable_s"] is None and plain["predicted"]["durable_s"] is None   # null, not a bare NaN
     json.loads(json.dumps(small.to_dict(), allow_nan=False))
     assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
-    assert set(d["terms_s"]) == set("cfFpqWktrudLRGVDBZ") | {"W_t", "p_t"}
+    assert set(d["terms_s"]) == set("cfFpqWktrudLRGVDBZI") | {"W_t", "p_t"}
     assert d["terms_s"]["B"] >= 0          # a short write beside a short run may cost it nothing measurable
     assert all(v > 0 for k, v in d["terms_s"].items() if k != "B")
     assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0
@@ -219,6 +219,7 @@ def test_the_snapshot_copy_is_timed_beside_the_floor(small):
     assert d["staging_copy_s"] > 0 and d["terms_s"]["D"] == d["staging_copy_s"]   # DCP's staging, as its stager
     assert math.isfinite(d["write_beside_s"]) and d["terms_s"]["B"] == max(0.0, d["write_beside_s"])
     assert d["deserialize_s"] > 0 and d["terms_s"]["Z"] == d["deserialize_s"]     # DCP's pieces from memory
+    assert d["interval_s"] > d["pass_s"] and d["terms_s"]["I"] == d["interval_s"]  # two steps between checkpoints
     dcp = next(r for r in d["engines"] if r["engine"] == "dcp")
     t = d["terms_s"]
     assert dcp["model"]["load_s"] == pytest.approx(t["G"] + max(0.0, t["Z"] - t["c"]) + t["d"])

@@ -29,6 +29,7 @@ time the host takes (``steal``).
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 
 from ...errors import MlsysimError, check_integer
@@ -47,8 +48,9 @@ def _role(tid: int, name: str) -> str:
 
 def snapshot() -> dict:
     """This process's CPU seconds (``proc``: user, system, all its threads, ended ones included), its
-    living threads' by role (``threads``: {"main" | "gloo" | "background": [user s, system s, minor
-    faults]}) and the machine's (``machine``: seconds in each state of :data:`MACHINE_FIELDS`)."""
+    minor faults (``faults``, ended threads' included), its living threads' by role (``threads``:
+    {"main" | "gloo" | "background": [user s, system s, minor faults]}) and the machine's (``machine``:
+    seconds in each state of :data:`MACHINE_FIELDS`)."""
     threads: dict = {}
     for tid in os.listdir("/proc/self/task"):
         try:
@@ -65,7 +67,8 @@ def snapshot() -> dict:
     with open("/proc/stat") as f:
         machine = [int(v) * _TICK_S for v in f.readline().split()[1:1 + len(MACHINE_FIELDS)]]
     t = os.times()
-    return {"proc": [t.user, t.system], "threads": threads, "machine": machine}
+    return {"proc": [t.user, t.system], "faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt,
+            "threads": threads, "machine": machine}
 
 
 def _counts(a: dict) -> dict:
@@ -109,7 +112,8 @@ def checkpoint_cycles(steps, every: int, plain: int) -> list[tuple[int, int, int
 def churn_Bps(events, plain: int) -> float | None:
     """Bytes per second of memory that rank 0's threads fault in (minor faults x the page size) in a plain
     step, the median of the plain steps after the first, from the step events' ``acct`` (:func:`snapshot`);
-    None where they hold none. Each fault is a page the rank takes, most of them freed a moment before
+    None where they hold none. The process's count (``faults``) where the snapshot has it, which keeps the faults
+    of a thread that ended between two steps; else the living threads' sum. Each fault is a page the rank takes, most of them freed a moment before
     (PyTorch's CPU allocator unmaps a large tensor when it dies): the memory the training churns.
 
     >>> ev = [{"step": s, "t": 0.5 * s, "acct": {"threads": {"main": [0, 0, 1000 * s], "gloo": [0, 0, 24 * s]}}}
@@ -120,7 +124,8 @@ def churn_Bps(events, plain: int) -> float | None:
     at = {e["step"]: e for e in events if "step" in e and "t" in e and "acct" in e}
 
     def faults(e):
-        return sum(row[2] for row in e["acct"]["threads"].values())
+        a = e["acct"]
+        return a["faults"] if "faults" in a else sum(row[2] for row in a["threads"].values())
     rates = [(faults(at[s]) - faults(at[s - 1])) * PAGE_B / (at[s]["t"] - at[s - 1]["t"])
              for s in range(2, plain + 1) if s in at and s - 1 in at and at[s]["t"] > at[s - 1]["t"]]
     return statistics.median(rates) if rates else None

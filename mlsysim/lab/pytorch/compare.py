@@ -37,7 +37,9 @@ there; the overhead runs (2.) train beside it:
    save rounds and these runs, and the figures of these runs are predicted with its rate here. Once
    a round, one more pair: a plain run, then the same run beside one durable write of the state's size
    by this package's writer, started with it: what a write beside the training costs it, whoever
-   writes (``write_beside_s``, median).
+   writes (``write_beside_s``, median). The plain runs also give the training between two checkpoints,
+   :data:`OVERHEAD_EVERY` of their steps (``interval_s``, median): a background write longer than that
+   makes the next ``save`` wait.
 3. **Load.** :data:`LOAD_ROUNDS` × ``repeats`` rounds (a load is short, and the disk's read rate
    drifts from one to the next as its write rate does); in each, every engine's own loader reads its
    newest checkpoint once, in the order of :func:`round_order` (what the previous load left in
@@ -173,6 +175,7 @@ class Comparison:
     write_beside_s: float = float("nan")    # what a durable write of that size beside the training costs it (B)
     staging_copy_s: float = float("nan")    # DCP async_save's staging copy, as its default stager makes it (D)
     deserialize_s: float = float("nan")     # torch.load of the state piece by piece from memory, as DCP loads (Z)
+    interval_s: float = float("nan")        # the training between two checkpoints of an overhead run (I, median)
     read_rounds_s: tuple = ()               # cold read of the state's size tensor by tensor, once per load round
     pieces_rounds_s: tuple = ()             # the same tensor by tensor, each archive from its end (DCP's loads)
     terms_s: dict = field(default_factory=dict)   # the model's terms in seconds (see mlsysim.lab.pytorch.model)
@@ -211,7 +214,7 @@ class Comparison:
                 "layout_s": _or_none(self.layout_s), "training_write_s": _or_none(self.training_write_s),
                 "training_cache_write_s": _or_none(self.training_cache_write_s),
                 "staging_copy_s": _or_none(self.staging_copy_s), "write_beside_s": _or_none(self.write_beside_s),
-                "deserialize_s": _or_none(self.deserialize_s),
+                "deserialize_s": _or_none(self.deserialize_s), "interval_s": _or_none(self.interval_s),
                 "read_rounds_s": list(self.read_rounds_s), "pieces_rounds_s": list(self.pieces_rounds_s),
                 "terms_s": dict(self.terms_s),
                 "engines": [r.to_dict(f) for r in self.runs]}
@@ -399,7 +402,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=timed["pass_s"],
                       alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                       training_cache_write_s=timed["cache_write_s"], staging_copy_s=staging_s,
-                      write_beside_s=timed["write_beside_s"], deserialize_s=unpickle_s,
+                      write_beside_s=timed["write_beside_s"], deserialize_s=unpickle_s, interval_s=timed["interval_s"],
                       read_rounds_s=tuple(reads["read_s"]), pieces_rounds_s=tuple(reads["pieces_read_s"]),
                       terms_s=model.get("terms", {}))
 
@@ -614,7 +617,8 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
                              prune_s={e: v for e, v in prune_s.items() if v == v},
                              training_cache_write_s=timed["cache_write_s"],
                              pieces_read_s=timed["pieces_read_s"], staging_s=timed.get("staging_s"),
-                             write_beside_s=timed.get("write_beside_s"), deserialize_s=timed.get("deserialize_s"))
+                             write_beside_s=timed.get("write_beside_s"), deserialize_s=timed.get("deserialize_s"),
+                             interval_s=timed.get("interval_s"))
     except MlsysimError:
         return {}
 
@@ -684,20 +688,22 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
     and what the model needs timed there: ``pass_s`` (the forward and backward), ``layout_s`` (this package's
     layout of the state, median of three), and after each pair, the memory as the training left it, the page-cache
     write of the state's size (``cache_write_s``) and the write floor (``write_s``), each the median, and once a round
-    what a durable write beside the training costs it (``write_beside_s``, :func:`_write_beside_s`, the median)."""
+    what a durable write beside the training costs it (``write_beside_s``, :func:`_write_beside_s`, the median),
+    and the training between two checkpoints, :data:`OVERHEAD_EVERY` steps of the plain runs (``interval_s``)."""
     checkpoints = (OVERHEAD_STEPS - 1) // OVERHEAD_EVERY
     trainer = TorchTrainer(cfg)
     trainer.step()                              # the optimizer's states exist from here on
     timed = {"pass_s": _pass_s(trainer), "layout_s": _layout_s(trainer.state())}
     floor = np.full(trainer.state_B, 7, dtype=np.uint8)
     scratch, writes = next(iter(folders.values())).with_name("floor-in-training.bin"), []
-    caches, besides = [], []
+    caches, besides, plains = [], [], []
     live, diffs, stalls = {}, {e: [] for e in engines}, {e: [] for e in engines}
     try:
         _open_engines(live, engines, folders, trainer.state())
         for r in range(rounds):
             for e in round_order(engines, r):
                 plain = _timed_run(trainer)
+                plains.append(plain)
                 diffs[e].append((_timed_run(trainer, live[e], r * OVERHEAD_STEPS) - plain) / checkpoints)
                 stalls[e] += [rec.stall_s for rec in live[e].records[-checkpoints:]]
                 os.sync()
@@ -711,7 +717,8 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
         for eng in live.values():
             eng.close()
     timed.update(write_s=statistics.median(writes), cache_write_s=statistics.median(caches),
-                 write_beside_s=statistics.median(besides))
+                 write_beside_s=statistics.median(besides),
+                 interval_s=statistics.median(plains) * OVERHEAD_EVERY / OVERHEAD_STEPS)
     return diffs, {e: statistics.median(v) for e, v in stalls.items()}, timed
 
 

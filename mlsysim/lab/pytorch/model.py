@@ -88,6 +88,14 @@ background engines' write at that share (their deletion stays at the share): it 
 count does not show, the host's work for the writes and the memory bandwidth and caches the training
 shares with the writer.
 
+**Back-pressure in training.** A background engine starts a save only once the write before it is durable
+(DCP's ``async_save`` as the comparison calls it, this package's engines by design). An overhead run trains
+I between its two checkpoints (the plain runs' steps, median) and then waits until the last one is durable.
+Where the writer's work in training, P_t (``dcp-async``: S/t + p_t + W_t; this package's: max(S/k, V)),
+takes longer than I, the second save and the final wait each wait w = max(0, P_t − I): the overhead per
+checkpoint adds w, and the stall in training, the median over first and second checkpoints alike, lies
+midway, w/2 above the first's. Without I, no save waits.
+
 Every term is a measured rate of this machine, none a fit to an engine's own timing; where an
 engine's measured time still differs, notebook 06b names what the table leaves out.
 
@@ -113,6 +121,9 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 >>> z = engines_model(f, 4e9, pass_s=0.05, pieces_read_s=0.5, deserialize_s=0.4, snapshot_s=0.2)
 >>> round(z["dcp"]["load_s"], 3), round(z["dcp-async"]["load_s"], 3)   # G + (Z - S/c) + d = 0.5 + 0.3 + 0.2
 (1.0, 1.0)
+>>> b = engines_model(f, 4e9, pass_s=0.05, interval_s=1.0, training_cache_write_s=1.0)   # P_t 0.25 + 1 + 1.2
+>>> round(b["dcp-async"]["training_stall_s"], 3), round(b["dcp-async"]["overhead_s"], 3)   # 0.5 + 1.45/2; 0.5 + 1.45
+(1.225, 1.95)
 >>> p = engines_model(f, 4e9, pass_s=0.05, train_threads=1, prune_s={"sync": 0.1, "concurrent": 0.1})
 >>> round(p["sync"]["overhead_s"], 3), round(p["concurrent"]["overhead_s"], 3)   # 1.2 + 0.1 in the caller; beside
 (1.3, 0.1)
@@ -146,7 +157,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                   training_write_s: float | None = None, prune_s: dict | None = None,
                   training_cache_write_s: float | None = None, read_s: float | None = None,
                   pieces_read_s: float | None = None, staging_s: float | None = None,
-                  write_beside_s: float | None = None, deserialize_s: float | None = None) -> dict:
+                  write_beside_s: float | None = None, deserialize_s: float | None = None,
+                  interval_s: float | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
     ``training_stall_s`` per engine (see the module's table), and the terms in seconds (``terms``).
 
@@ -163,10 +175,11 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     ``staging_s`` DCP's staging copy as its default stager makes it (D; None: S/F), ``write_beside_s``
     what a durable write of S beside the training costs it (B; None: the work beside at the training's
     share of the cores), ``deserialize_s`` ``torch.load`` of the state piece by piece from memory, as DCP's
-    loader deserializes it (Z; None: DCP's load predicted as G + A + S/c)."""
+    loader deserializes it (Z; None: DCP's load predicted as G + A + S/c), ``interval_s`` the training between
+    two checkpoints of an overhead run (I; None: long enough that no save waits for the write before it)."""
     times = {"snapshot_s": snapshot_s, "training_write_s": training_write_s,
              "training_cache_write_s": training_cache_write_s, "read_s": read_s, "pieces_read_s": pieces_read_s,
-             "staging_s": staging_s, "deserialize_s": deserialize_s}
+             "staging_s": staging_s, "deserialize_s": deserialize_s, "interval_s": interval_s}
     prune = dict(prune_s or {})
     _check_inputs(f, torch_crc_Bps, pass_s, (cores, train_threads), alloc_copy_Bps, times, write_beside_s,
                   layout_s, prune)
@@ -196,13 +209,16 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     in_training = {"torch.save": torch_write, "torch.save+fsync": torch_write + x["W_t"],
                    "dcp": torch_write + x["W_t"], "sync": max(x["k"], x["V"]),
                    "pipelined": x["L"] + max(0.0, x["d"] - pass_s)}
+    persist_t = {"dcp-async": torch_write + x["W_t"], "concurrent": max(x["k"], x["V"]),
+                 "pipelined": max(x["k"], x["V"])}          # a background writer's work in training
     for e, (stall, durable, load, beside) in table.items():
         training, deletion = in_training.get(e, stall), prune.get(e, 0.0)
+        wait = max(0.0, persist_t[e] - x["I"]) if e in persist_t and "I" in x else 0.0   # back-pressure
         if e in PRUNE_IN_CALLER:
             caller, lost = deletion, beside * share
         else:                                          # the write measured beside the training, where timed
-            caller, lost = 0.0, (x["B"] if "B" in x else beside * share) + deletion * share
-        out[e] = {"stall_s": stall, "durable_s": durable, "load_s": load, "training_stall_s": training,
+            caller, lost = wait, (x["B"] if "B" in x else beside * share) + deletion * share
+        out[e] = {"stall_s": stall, "durable_s": durable, "load_s": load, "training_stall_s": training + wait / 2,
                   "overhead_s": training + caller + lost}
     out["terms"] = x
     return out
@@ -225,6 +241,8 @@ def _timed_terms(f: Floors, torch_crc_Bps: float, times: dict, alloc_copy_Bps, l
         x["B"] = max(0.0, write_beside_s)
     if times["deserialize_s"] is not None:
         x["Z"] = times["deserialize_s"]
+    if times["interval_s"] is not None:
+        x["I"] = times["interval_s"]
     return x
 
 
@@ -274,7 +292,7 @@ def remodel(record: dict) -> dict:
                           prune_s=prune, training_cache_write_s=record.get("training_cache_write_s"),
                           pieces_read_s=_median_or_none(record.get("pieces_rounds_s")),
                           staging_s=record.get("staging_copy_s"), write_beside_s=record.get("write_beside_s"),
-                          deserialize_s=record.get("deserialize_s"))
+                          deserialize_s=record.get("deserialize_s"), interval_s=record.get("interval_s"))
     engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
     return {**record, "engines": engines, "terms_s": model["terms"]}
 
