@@ -90,7 +90,6 @@ def test_the_writers_cpu_beside_the_churn_stands_for_the_taken_back_one_after_th
     assert round(extra, 3) == round(2 * (0.5 / 4 - 0.5 / 20) / 2 + 2 * (0.5 / 1 - 0.5 / 4) / 2, 3) == 0.475
 
 
-
 def test_a_thread_that_ends_between_two_steps_keeps_its_faults():
     size = 8 * 2 ** 20
 

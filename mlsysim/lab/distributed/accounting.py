@@ -112,9 +112,10 @@ def checkpoint_cycles(steps, every: int, plain: int) -> list[tuple[int, int, int
 def churn_Bps(events, plain: int) -> float | None:
     """Bytes per second of memory that rank 0's threads fault in (minor faults x the page size) in a plain
     step, the median of the plain steps after the first, from the step events' ``acct`` (:func:`snapshot`);
-    None where they hold none. The process's count (``faults``) where the snapshot has it, which keeps the faults
-    of a thread that ended between two steps; else the living threads' sum. Each fault is a page the rank takes, most of them freed a moment before
-    (PyTorch's CPU allocator unmaps a large tensor when it dies): the memory the training churns.
+    None where they hold none. The process's count (``faults``) where the snapshot has it, which keeps the
+    faults of a thread that ended between two steps; else the living threads' sum. Each fault is a page the
+    rank takes, most of them freed a moment before (PyTorch's CPU allocator unmaps a large tensor when it
+    dies): the memory the training churns.
 
     >>> ev = [{"step": s, "t": 0.5 * s, "acct": {"threads": {"main": [0, 0, 1000 * s], "gloo": [0, 0, 24 * s]}}}
     ...       for s in range(1, 5)]

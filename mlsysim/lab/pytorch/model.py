@@ -206,11 +206,10 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     }
     share = 0.0 if train_threads < cores else 1.0 / cores     # of the work beside, what the training pays
     out = {}
-    in_training = {"torch.save": torch_write, "torch.save+fsync": torch_write + x["W_t"],
-                   "dcp": torch_write + x["W_t"], "sync": max(x["k"], x["V"]),
-                   "pipelined": x["L"] + max(0.0, x["d"] - pass_s)}
-    persist_t = {"dcp-async": torch_write + x["W_t"], "concurrent": max(x["k"], x["V"]),
-                 "pipelined": max(x["k"], x["V"])}          # a background writer's work in training
+    torch_durable, own_write = torch_write + x["W_t"], max(x["k"], x["V"])   # each writer's work in training
+    in_training = {"torch.save": torch_write, "torch.save+fsync": torch_durable, "dcp": torch_durable,
+                   "sync": own_write, "pipelined": x["L"] + max(0.0, x["d"] - pass_s)}
+    persist_t = {"dcp-async": torch_durable, "concurrent": own_write, "pipelined": own_write}   # in the background
     for e, (stall, durable, load, beside) in table.items():
         training, deletion = in_training.get(e, stall), prune.get(e, 0.0)
         wait = max(0.0, persist_t[e] - x["I"]) if e in persist_t and "I" in x else 0.0   # back-pressure
