@@ -132,6 +132,9 @@ class EngineRun:
     overhead_s: float = float("nan")    # training time per checkpoint (see the module's text)
     overheads_s: tuple = ()             # each pair's difference per checkpoint, in the order run
     training_stall_s: float = float("nan")   # the stall per checkpoint in the overhead runs (median)
+    training_stalls_s: tuple = ()       # each checkpoint of the overhead runs, in the order run: its stall,
+    training_waits_s: tuple = ()        # the part of it spent waiting for the write before (back-pressure),
+    training_durables_s: tuple = ()     # and its time from save until durable
     model: dict = field(default_factory=dict)    # mlsysim.lab.pytorch.model's prediction for this engine
 
     def to_dict(self, floors: Floors) -> dict:
@@ -147,6 +150,8 @@ class EngineRun:
                 "loads_s": list(self.loads_s), "prune_s": _or_none(self.prune_s),
                 "overhead_s": _or_none(self.overhead_s), "overheads_s": list(self.overheads_s),
                 "training_stall_s": _or_none(self.training_stall_s),
+                "training_stalls_s": list(self.training_stalls_s), "training_waits_s": list(self.training_waits_s),
+                "training_durables_s": [_or_none(d) for d in self.training_durables_s],
                 "model": dict(self.model)}
 
 
@@ -684,8 +689,8 @@ def _pass_s(trainer: TorchTrainer, steps: int = 3) -> float:
 
 def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[dict, dict, dict]:
     """Overhead per checkpoint of each engine (see the module's text): paired runs on one trainer, each pair's
-    difference per checkpoint (the overhead is their median). Also the median stall per checkpoint in those runs,
-    and what the model needs timed there: ``pass_s`` (the forward and backward), ``layout_s`` (this package's
+    difference per checkpoint (the overhead is their median). Also the record of every checkpoint of those runs
+    (:class:`~mlsysim.lab.engines.SaveRecord`: stall, back-pressure, durable), and what the model needs timed there: ``pass_s`` (the forward and backward), ``layout_s`` (this package's
     layout of the state, median of three), and after each pair, the memory as the training left it, the page-cache
     write of the state's size (``cache_write_s``) and the write floor (``write_s``), each the median, and once a round
     what a durable write beside the training costs it (``write_beside_s``, :func:`_write_beside_s`, the median),
@@ -697,7 +702,7 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
     floor = np.full(trainer.state_B, 7, dtype=np.uint8)
     scratch, writes = next(iter(folders.values())).with_name("floor-in-training.bin"), []
     caches, besides, plains = [], [], []
-    live, diffs, stalls = {}, {e: [] for e in engines}, {e: [] for e in engines}
+    live, diffs, saves = {}, {e: [] for e in engines}, {e: [] for e in engines}
     try:
         _open_engines(live, engines, folders, trainer.state())
         for r in range(rounds):
@@ -705,7 +710,7 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
                 plain = _timed_run(trainer)
                 plains.append(plain)
                 diffs[e].append((_timed_run(trainer, live[e], r * OVERHEAD_STEPS) - plain) / checkpoints)
-                stalls[e] += [rec.stall_s for rec in live[e].records[-checkpoints:]]
+                saves[e] += live[e].summary()[-checkpoints:]
                 os.sync()
                 caches.append(cache_write_once(scratch, floor))     # where the training left the memory
                 os.sync()
@@ -719,7 +724,7 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
     timed.update(write_s=statistics.median(writes), cache_write_s=statistics.median(caches),
                  write_beside_s=statistics.median(besides),
                  interval_s=statistics.median(plains) * OVERHEAD_EVERY / OVERHEAD_STEPS)
-    return diffs, {e: statistics.median(v) for e, v in stalls.items()}, timed
+    return diffs, saves, timed
 
 
 def _write_beside_s(trainer: TorchTrainer, path: Path, data: np.ndarray) -> float:
@@ -752,8 +757,8 @@ def _layout_s(state) -> float:
 def _engine_run(e: str, recs, loads, resumed: bool, corruption: str, noticed: bool, pred, in_training, model):
     """One engine's :class:`EngineRun`: medians of its timed rounds beside the two predictions (the
     first, ``pred``, from :func:`mlsysim.checkpoint`; ``model``, the refined one), and
-    ``in_training`` = (each pair's overhead per checkpoint, the stall per checkpoint) from the overhead runs."""
-    overheads_s, training_stall_s = in_training
+    ``in_training`` = (each pair's overhead per checkpoint, the record of each checkpoint) from the overhead runs."""
+    overheads_s, saves = in_training
     never = e == "torch.save"
     return EngineRun(
         engine=e, size_B=recs[-1].size_B, stall_s=statistics.median(r.stall_s for r in recs),
@@ -763,5 +768,7 @@ def _engine_run(e: str, recs, loads, resumed: bool, corruption: str, noticed: bo
         predicted_durable_s=float("nan") if never else pred.copy_s + pred.write_s, predicted_load_s=pred.restore_s,
         stalls_s=tuple(r.stall_s for r in recs), durables_s=tuple(r.durable_s for r in recs), loads_s=tuple(loads),
         prune_s=_median_known(r.prune_s for r in recs), overhead_s=statistics.median(overheads_s),
-        overheads_s=tuple(overheads_s), training_stall_s=training_stall_s,
+        overheads_s=tuple(overheads_s), training_stall_s=statistics.median(r.stall_s for r in saves),
+        training_stalls_s=tuple(r.stall_s for r in saves), training_waits_s=tuple(r.wait_s for r in saves),
+        training_durables_s=tuple(r.durable_s for r in saves),
         model=model)
