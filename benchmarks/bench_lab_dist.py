@@ -60,9 +60,9 @@ PROBE_B = 128e6              # gloo's broadcast and pairs timed with at most thi
 
 
 def _torch_crc_Bps(size_B: float, repeats: int = 3) -> float:
-    """The rate of ``torch.save``'s own CRC-32 (:func:`mlsysim.lab.pytorch.compare.torch_crc_Bps`) on a
+    """The rate of ``torch.save``'s own CRC-32 (:func:`mlsysim.lab.pytorch.rates.torch_crc_Bps`) on a
     tensor of ``size_B`` bytes (at most 64 MB); infinite (no such term) where it cannot be measured."""
-    from mlsysim.lab.pytorch.compare import torch_crc_Bps
+    from mlsysim.lab.pytorch.rates import torch_crc_Bps
     rate = torch_crc_Bps(repeats, int(min(size_B, 64 * 2 ** 20)))
     return rate if rate == rate else float("inf")
 

@@ -90,6 +90,21 @@ def test_dcp_async_stages_as_its_stager_was_timed():
         engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, staging_s=-0.3)
 
 
+def test_dcp_async_stages_in_training_as_its_staging_was_timed_there():
+    # D 0.3 s from the rounds' prepared memory, D_t 1.1 s from the memory as the training left it
+    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, staging_s=0.3, training_staging_s=1.1)
+    assert e["terms"]["D_t"] == 1.1 and e["dcp-async"]["stall_s"] == pytest.approx(0.3)
+    assert e["dcp-async"]["durable_s"] == pytest.approx(0.3 + 0.5 + 0.25 + 2.35)   # the rounds keep D
+    assert e["dcp-async"]["training_stall_s"] == pytest.approx(1.1)
+    assert e["dcp-async"]["overhead_s"] == pytest.approx(1.1)                      # a free core: nothing beside
+    waits = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, staging_s=0.3, training_staging_s=1.1, interval_s=2.0)
+    w = 0.5 + 0.5 + 2.35 - 2.0                          # P_t = S/t + p_t + W_t, longer than I by 1.35 s
+    assert waits["dcp-async"]["training_stall_s"] == pytest.approx(1.1 + w / 2)
+    assert "D_t" not in engines_model(F, torch_crc_Bps=4e9, pass_s=1.0)["terms"]   # not timed: D stands in
+    with pytest.raises(MlsysimError, match="training_staging_s must be a measured time"):
+        engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, training_staging_s=float("nan"))
+
+
 def test_dcp_loads_as_its_loader_deserializes_each_piece_then_copies_it_in_place():
     # G 1.5 s (each archive from its end), Z 0.9 s (torch.load of every piece from memory, 0.7 s beyond the
     # 0.2 s copy), d 0.3 s (the copy into the state, tensor after tensor): 1.5 + 0.7 + 0.3; A no longer counts

@@ -284,7 +284,7 @@ def test_every_round_orders_the_engines_anew():
 
 
 def test_every_save_starts_from_the_same_memory_state(tmp_path):
-    from mlsysim.lab.pytorch.compare import PREPARED_FILES, prepare_memory
+    from mlsysim.lab.pytorch.rates import PREPARED_FILES, prepare_memory
     data = np.full(3 << 20, 7, dtype=np.uint8)
     (tmp_path / "keep.bin").write_bytes(b"x")
     prepare_memory(tmp_path, data)                      # files written, flushed and deleted, nothing else touched
@@ -293,7 +293,7 @@ def test_every_save_starts_from_the_same_memory_state(tmp_path):
 
 def test_the_cold_read_tensor_by_tensor_reads_every_piece(tmp_path):
     from mlsysim.errors import MlsysimError
-    from mlsysim.lab.pytorch.compare import cold_read_s
+    from mlsysim.lab.pytorch.rates import cold_read_s
     data = np.arange(3 << 20, dtype=np.uint32).view(np.uint8)
     (tmp_path / "f.bin").write_bytes(data.tobytes())
     buf = np.zeros_like(data)

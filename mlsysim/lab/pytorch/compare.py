@@ -13,16 +13,16 @@ there; the overhead runs (2.) train beside it:
    the run waits until it is durable and flushes the page cache's dirty pages (``os.sync``,
    untimed), so that one engine's unwritten bytes never slow the next; each round ends with
    one more timing of the write floor, and the fastest write seen sets it. Every save (and every
-   timing of the floor) starts from the same memory state: :data:`PREPARED_FILES` files of the state's
-   size written into the page cache, flushed and deleted just before, untimed
-   (:func:`prepare_memory`). On a virtual machine a write into the page cache is fast into pages a
-   deletion has just freed and several times slower into memory the host took back; without this the
-   state would depend on which engine went before (one that keeps its files cached frees a file's
-   worth when it deletes its older checkpoint, one that writes past the cache frees none). One
-   protocol for every engine, ours and PyTorch's: stall (blocked) = the time ``save`` held the
-   caller; durable = the time until the data and the commit were on disk (NaN for plain
-   ``torch.save``, which never is); deleting the checkpoints older than the newest two runs after
-   both and is timed on its own (prune). Medians over the rounds.
+   timing of the floor) starts from the same memory state: two files of the state's size
+   (:data:`~mlsysim.lab.pytorch.rates.PREPARED_FILES`) written into the page cache, flushed and deleted
+   just before, untimed (:func:`~mlsysim.lab.pytorch.rates.prepare_memory`). On a virtual machine a
+   write into the page cache is fast into pages a deletion has just freed and several times slower into
+   memory the host took back; without this the state would depend on which engine went before (one
+   that keeps its files cached frees a file's worth when it deletes its older checkpoint, one that
+   writes past the cache frees none). One protocol for every engine, ours and PyTorch's: stall
+   (blocked) = the time ``save`` held the caller; durable = the time until the data and the commit
+   were on disk (NaN for plain ``torch.save``, which never is); deleting the checkpoints older than
+   the newest two runs after both and is timed on its own (prune). Medians over the rounds.
 2. **Overhead.** What training pays, which a stall does not show (a background write
    slows the steps beside it). One trainer of the lab's transformer runs pairs of timed runs
    of :data:`OVERHEAD_STEPS` steps: one without checkpoints, then one with a checkpoint after
@@ -75,7 +75,6 @@ durable, ``async`` for those that snapshot and persist in the background.
 from __future__ import annotations
 
 import copy
-import io
 import math
 import os
 import statistics
@@ -97,6 +96,8 @@ from ..floors import Floors, cache_write_once, measure_floors, with_write_rounds
 from ..predict import machine_from, predict
 from .engines import ALL_ENGINES, load_latest, make, newest_path
 from .model import engines_model
+from .rates import (alloc_copy_Bps, cold_read_s, deserialize_s, flat, prepare_memory, snapshot_copy, staging_copy_s,
+                    staging_once_s, tensor_sizes, torch_crc_Bps)
 from .results import ASYNC, ENGINES, recorded, targets  # noqa: F401  (read without torch; used from here too)
 from .train import TorchConfig, TorchTrainer
 
@@ -104,8 +105,6 @@ RESUME_STEPS = 2
 OVERHEAD_STEPS, OVERHEAD_EVERY = 6, 2   # an overhead run: 6 training steps, a checkpoint after steps 2 and 4
 OVERHEAD_ROUNDS = 7                     # at most: pairs of runs per engine, the overhead their median (one
                                         # pair's difference varies by about a tenth of a second here)
-PREPARED_FILES = 2                      # files of the state's size freed before each save: DCP's async_save
-                                        # takes new memory twice (its staging copy, then the page cache)
 LOAD_ROUNDS = 3                         # load rounds per save round: one loader's cold reads of a 1 GB file
                                         # spread here by a factor of two and more
 
@@ -160,6 +159,10 @@ def _or_none(x: float):
     return None if x != x else x
 
 
+def _or_nan(x):
+    return float("nan") if x is None else x
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Result of :func:`compare`: the floors and one :class:`EngineRun` per engine."""
@@ -179,6 +182,7 @@ class Comparison:
     training_cache_write_s: float = float("nan")   # page-cache write of the state's size there (p_t, median)
     write_beside_s: float = float("nan")    # what a durable write of that size beside the training costs it (B)
     staging_copy_s: float = float("nan")    # DCP async_save's staging copy, as its default stager makes it (D)
+    training_staging_s: float = float("nan")   # the same between the overhead runs (D_t, median)
     deserialize_s: float = float("nan")     # torch.load of the state piece by piece from memory, as DCP loads (Z)
     interval_s: float = float("nan")        # the training between two checkpoints of an overhead run (I, median)
     read_rounds_s: tuple = ()               # cold read of the state's size tensor by tensor, once per load round
@@ -218,27 +222,18 @@ class Comparison:
                 "pass_s": _or_none(self.pass_s), "alloc_copy_Bps": _or_none(self.alloc_copy_Bps),
                 "layout_s": _or_none(self.layout_s), "training_write_s": _or_none(self.training_write_s),
                 "training_cache_write_s": _or_none(self.training_cache_write_s),
-                "staging_copy_s": _or_none(self.staging_copy_s), "write_beside_s": _or_none(self.write_beside_s),
+                "staging_copy_s": _or_none(self.staging_copy_s),
+                "training_staging_s": _or_none(self.training_staging_s),
+                "write_beside_s": _or_none(self.write_beside_s),
                 "deserialize_s": _or_none(self.deserialize_s), "interval_s": _or_none(self.interval_s),
                 "read_rounds_s": list(self.read_rounds_s), "pieces_rounds_s": list(self.pieces_rounds_s),
                 "terms_s": dict(self.terms_s),
                 "engines": [r.to_dict(f) for r in self.runs]}
 
 
-def _flat(obj, prefix=""):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _flat(v, f"{prefix}{k}.")
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            yield from _flat(v, f"{prefix}{i}.")
-    else:
-        yield prefix, obj
-
-
 def same_state(a, b) -> bool:
     """Whether two states hold the same values, tensors compared bit for bit."""
-    fa, fb = dict(_flat(a)), dict(_flat(b))
+    fa, fb = dict(flat(a)), dict(flat(b))
     if fa.keys() != fb.keys():
         return False
     for k, x in fa.items():
@@ -304,7 +299,7 @@ def _load_rounds(engines, folders: dict, cfg: TorchConfig, repeats: int, floor: 
     cache first; the previous load's result is held until this one has returned, across rounds too.
     Each round ends, beside the last result, with two cold reads of a file of the state's size,
     ``floor`` = (path, tensor sizes), tensor by tensor: front to back, and each tensor from its end first
-    (:func:`cold_read_s`). Returns the load times and those reads. ``say`` is told."""
+    (:func:`~mlsysim.lab.pytorch.rates.cold_read_s`). Returns the load times and those reads. ``say`` is told."""
     say("loading")
     path, sizes = floor
     times, reads = {e: [] for e in engines}, {"read_s": [], "pieces_read_s": []}
@@ -374,10 +369,10 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
         state_B = trainer.state_B
         say(f"measuring the floors with {state_B / 1e6:.0f} MB")
         floors = floors or measure_floors(state_B, root, repeats=repeats)
-        snapshot_s, tensors = _snapshot_copy(state, repeats, root)
+        snapshot_s, tensors = snapshot_copy(state, repeats, root)
         torch_crc = torch_crc_Bps(repeats)
         alloc_Bps = alloc_copy_Bps(state, repeats)
-        staging_s = staging_copy_s(state, repeats, root)
+        staging = staging_copy_s(state, repeats, root)
         unpickle_s = deserialize_s(state, repeats)
         records, floor_rounds = _save_rounds(engines, folders, state, repeats, (root / "floor.bin", state_B), say)
         floors = with_write_rounds(floors, floor_rounds)
@@ -390,9 +385,9 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             cfg, engines, {e: d.with_name(d.name + "-overhead") for e, d in folders.items()},
             min(repeats, OVERHEAD_ROUNDS))
         loads, reads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats,
-                                    (root / "read-floor.bin", _tensor_sizes(state)), say)
+                                    (root / "read-floor.bin", tensor_sizes(state)), say)
         timed.update({k: statistics.median(v) for k, v in reads.items()})
-        timed.update(staging_s=staging_s, deserialize_s=unpickle_s)
+        timed.update(staging_s=staging, deserialize_s=unpickle_s)
         model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed,
                        {e: _median_known(r.prune_s for r in records[e]) for e in engines})
         runs = []
@@ -406,8 +401,10 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
     return Comparison(size_B=state_B, config=cfg, repeats=repeats, floors=floors, runs=tuple(runs),
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=timed["pass_s"],
                       alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
-                      training_cache_write_s=timed["cache_write_s"], staging_copy_s=staging_s,
-                      write_beside_s=timed["write_beside_s"], deserialize_s=unpickle_s, interval_s=timed["interval_s"],
+                      training_cache_write_s=timed["cache_write_s"], staging_copy_s=staging,
+                      training_staging_s=_or_nan(timed["training_staging_s"]),
+                      write_beside_s=timed["write_beside_s"],
+                      deserialize_s=unpickle_s, interval_s=timed["interval_s"],
                       read_rounds_s=tuple(reads["read_s"]), pieces_rounds_s=tuple(reads["pieces_read_s"]),
                       terms_s=model.get("terms", {}))
 
@@ -439,7 +436,7 @@ def _save_rounds(engines, folders: dict, state, repeats: int, floor: tuple, say)
     """The save rounds (see the module's text, 1.): one untimed warm-up, then ``repeats`` rounds in
     :func:`round_order`, each save waited for and the dirty pages flushed, each round ended by a timing
     of the write floor, ``floor`` = (path, bytes); before each save and each floor timing,
-    :func:`prepare_memory`. Returns each engine's timed save records and those timings."""
+    :func:`~mlsysim.lab.pytorch.rates.prepare_memory`. Returns each engine's timed save records and those timings."""
     (floor_path, floor_B), live = floor, {}
     try:
         _open_engines(live, engines, folders, state)
@@ -472,148 +469,14 @@ def _open_engines(live: dict, engines, folders: dict, state) -> None:
             live[e].prepare(size_B)
 
 
-def _snapshot_copy(state, repeats: int, directory: Path) -> tuple[float, int]:
-    """Seconds to copy ``state`` into a buffer allocated and touched beforehand, as the concurrent
-    engine's ``save`` does, and the number of tensors copied: the copy floor moves one contiguous
-    buffer, the snapshot one tensor after another. Timed as the rounds time a save: into two buffers
-    in turn, as the engine keeps them, each copy from the memory state every timed save starts from
-    (:func:`prepare_memory`, in ``directory``); the median of ``repeats``, as the stalls are medians."""
-    lay = store.layout(state, 0)
-    buffers = [np.empty(lay.size_B, dtype=np.uint8) for _ in range(2)]
-    for b in buffers:
-        b.fill(0)
-    data, times = np.full(lay.size_B, 7, dtype=np.uint8), []
-    for i in range(repeats):
-        prepare_memory(directory, data)
-        t0 = time.perf_counter()
-        store.fill(buffers[i % 2], lay)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), len(lay.arrays)
-
-
-def alloc_copy_Bps(state, repeats: int) -> float:
-    """Bytes per second of copying ``state``'s tensors into new tensors (``torch.empty_like``) while the
-    previous such copy is still held, as one load follows another (the loader's result lives until the
-    next load has returned): what PyTorch's allocator hands back is memory an earlier copy freed.
-    The median of ``repeats`` (at least two) after one untimed copy, as the loads are medians."""
-    tensors = [v for _, v in _flat(state) if isinstance(v, torch.Tensor)]
-    size = sum(t.numel() * t.element_size() for t in tensors)
-    held, times = [torch.empty_like(t).copy_(t) for t in tensors], []
-    for _ in range(max(repeats, 2)):
-        t0 = time.perf_counter()
-        new = [torch.empty_like(t).copy_(t) for t in tensors]
-        times.append(time.perf_counter() - t0)
-        held = new
-    del held
-    typical = statistics.median(times)
-    return size / typical if typical > 0 else float("nan")
-
-
-def deserialize_s(state, repeats: int) -> float:
-    """Seconds for ``torch.load`` to deserialize ``state`` piece by piece from memory, as DCP's loader does
-    from its files: each tensor saved beforehand (untimed) into an archive of its own (``torch.save`` into a
-    ``BytesIO``, as DCP writes each tensor), then loaded one after another (``weights_only``, onto the CPU),
-    each result held until the next has returned, as the loader's loop holds its last piece. What this
-    adds to a copy is the allocator's new storage per piece and ``torch.load``'s own work per record. The
-    median of ``repeats`` (at least two) after one untimed pass."""
-    archives = []
-    for _, v in _flat(state):
-        if isinstance(v, torch.Tensor) and v.numel():
-            buf = io.BytesIO()
-            torch.save(v, buf)
-            archives.append(buf.getvalue())
-
-    def load_all() -> None:
-        piece = None
-        for raw in archives:
-            piece = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-        del piece
-
-    load_all()
-    times = []
-    for _ in range(max(repeats, 2)):
-        t0 = time.perf_counter()
-        load_all()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def staging_copy_s(state, repeats: int, directory: Path) -> float:
-    """Seconds to stage ``state`` as DCP's ``async_save`` does with its default stager: each tensor's
-    storage copied into a new one that PyTorch's allocator makes just before (``UntypedStorage(n)``,
-    then ``copy_``; ``torch.distributed.checkpoint._state_dict_stager``), the previous staging freed
-    first, as a checkpoint's is once its upload is done. Each timing starts from the memory state
-    every timed save starts from (:func:`prepare_memory`, in ``directory``); the median of ``repeats``
-    after one untimed staging."""
-    storages = list({id(v.untyped_storage()): v.untyped_storage() for _, v in _flat(state)
-                     if isinstance(v, torch.Tensor)}.values())
-    data = np.full(sum(x.nbytes() for x in storages), 7, dtype=np.uint8)
-
-    def stage() -> list:
-        return [torch.UntypedStorage(x.nbytes()).copy_(x) for x in storages]
-
-    staged, times = stage(), []
-    for _ in range(repeats):
-        staged = None                       # the previous staging freed, then the prepared state
-        prepare_memory(directory, data)
-        t0 = time.perf_counter()
-        staged = stage()
-        times.append(time.perf_counter() - t0)
-    del staged
-    return statistics.median(times)
-
-
-def prepare_memory(directory: Path, data: np.ndarray) -> None:
-    """The memory state every timed save starts from: :data:`PREPARED_FILES` files of ``data`` written
-    into the page cache in ``directory``, flushed (``os.sync``) and deleted, so that what the save takes
-    first is a page cache's worth of memory freed a moment before, whichever engine went before it."""
-    paths = [directory / f"prepare-{i}.bin" for i in range(PREPARED_FILES)]
-    try:
-        for path in paths:
-            cache_write_once(path, data)
-        os.sync()
-    finally:
-        for path in paths:
-            path.unlink(missing_ok=True)
-
-
-def _tensor_sizes(state) -> list[int]:
-    return [v.numel() * v.element_size() for _, v in _flat(state) if isinstance(v, torch.Tensor)]
-
-
-def cold_read_s(path: Path, buf: np.ndarray, sizes: list[int], tail_first: bool = False,
-                tail_B: int = 4096) -> float:
-    """Seconds to read ``path`` into ``buf`` (touched beforehand) tensor by tensor, one read per size in
-    ``sizes``, with its pages dropped from the page cache first: front to back, as ``torch.load`` reads
-    a file's records and this package's loader its arrays, or with ``tail_first`` as DCP's loader reads,
-    which stores each tensor as an archive of its own (``torch.save``) whose directory lies at its end,
-    so each piece is read from its last ``tail_B`` bytes first, then from its start. A sequential read
-    lets the kernel read ahead of the reader; these jumps back restart it at every tensor."""
-    sizes = list(sizes)
-    if not sizes or min(sizes) < 1 or sum(sizes) > buf.nbytes:
-        raise MlsysimError(f"sizes must be tensor sizes of at least 1 B that fit the buffer, "
-                           f"got {len(sizes)} sizes")
-    view = memoryview(buf)
-    drop_page_cache(path)
-    with open(path, "rb", buffering=0) as f:
-        t0, at = time.perf_counter(), 0
-        for n in sizes:
-            if tail_first:
-                os.pread(f.fileno(), min(tail_B, n), at + n - min(tail_B, n))
-            f.seek(at)
-            f.readinto(view[at:at + n])
-            at += n
-        return time.perf_counter() - t0
-
-
 def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: float, timed: dict,
            prune_s: dict) -> dict:
     """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
     holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``), DCP's
-    staging copy (``staging_s``) and the load rounds' cold read tensor by tensor as DCP reads
-    (``pieces_read_s``, the median; the front-to-back read, ``read_s``, is recorded beside it and the loads
-    keep the read floor), ``prune_s`` each engine's deletion of an older checkpoint in the save rounds (NaN:
-    none timed)."""
+    staging copy (``staging_s``) and the load rounds'
+    cold read tensor by tensor as DCP reads (``pieces_read_s``, the median; the front-to-back read, ``read_s``, is
+    recorded beside it and the loads keep the read floor), ``prune_s`` each engine's deletion of an older
+    checkpoint in the save rounds (NaN: none timed)."""
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
                              train_threads=torch.get_num_threads(),
@@ -622,40 +485,11 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
                              prune_s={e: v for e, v in prune_s.items() if v == v},
                              training_cache_write_s=timed["cache_write_s"],
                              pieces_read_s=timed["pieces_read_s"], staging_s=timed.get("staging_s"),
+                             training_staging_s=timed.get("training_staging_s"),
                              write_beside_s=timed.get("write_beside_s"), deserialize_s=timed.get("deserialize_s"),
                              interval_s=timed.get("interval_s"))
     except MlsysimError:
         return {}
-
-
-def torch_crc_Bps(repeats: int, size_B: int = 64 * 2 ** 20) -> float:
-    """The rate of the CRC-32 that ``torch.save``'s zip writer computes over every record: ``torch.save``
-    of one ``size_B`` tensor into memory with the check on, less the same with it off (each the best
-    of ``repeats``, at least five, the two taken in turn so that the machine's other work falls on
-    both alike). NaN where this torch has no such switch (``torch.utils.serialization.config``, 2.6+)
-    or the two cannot be told apart."""
-    try:
-        from torch.utils.serialization import config
-    except ImportError:
-        return float("nan")
-    tensor = torch.ones(size_B, dtype=torch.uint8)
-    times, before = {True: math.inf, False: math.inf}, config.save.compute_crc32
-    try:
-        for _ in range(max(repeats, 5)):
-            for crc in (True, False):
-                config.save.compute_crc32 = crc
-                times[crc] = min(times[crc], _save_to_memory_s(tensor))
-    finally:
-        config.save.compute_crc32 = before
-    extra = times[True] - times[False]
-    return size_B / extra if extra > 0 else float("nan")
-
-
-def _save_to_memory_s(state) -> float:
-    buf = io.BytesIO()
-    t0 = time.perf_counter()
-    torch.save(state, buf)
-    return time.perf_counter() - t0
 
 
 def _median_known(values) -> float:
@@ -690,18 +524,21 @@ def _pass_s(trainer: TorchTrainer, steps: int = 3) -> float:
 def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[dict, dict, dict]:
     """Overhead per checkpoint of each engine (see the module's text): paired runs on one trainer, each pair's
     difference per checkpoint (the overhead is their median). Also the record of every checkpoint of those runs
-    (:class:`~mlsysim.lab.engines.SaveRecord`: stall, back-pressure, durable), and what the model needs timed there: ``pass_s`` (the forward and backward), ``layout_s`` (this package's
-    layout of the state, median of three), and after each pair, the memory as the training left it, the page-cache
-    write of the state's size (``cache_write_s``) and the write floor (``write_s``), each the median, and once a round
-    what a durable write beside the training costs it (``write_beside_s``, :func:`_write_beside_s`, the median),
-    and the training between two checkpoints, :data:`OVERHEAD_EVERY` steps of the plain runs (``interval_s``)."""
+    (:class:`~mlsysim.lab.engines.SaveRecord`: stall, back-pressure, durable), and what the model needs timed
+    there: ``pass_s`` (the forward and backward), ``layout_s`` (this package's layout of the state, median of
+    three), and after each pair, from the memory as the training left it, in turn the page-cache write of the
+    state's size (``cache_write_s``) or DCP's staging copy of the state (``training_staging_s``,
+    :func:`~mlsysim.lab.pytorch.rates.staging_once_s`; none where only one pair ran), then the write floor
+    (``write_s``), each the median, and once a round what a durable write
+    beside the training costs it (``write_beside_s``, :func:`_write_beside_s`, the median), and the training
+    between two checkpoints, :data:`OVERHEAD_EVERY` steps of the plain runs (``interval_s``)."""
     checkpoints = (OVERHEAD_STEPS - 1) // OVERHEAD_EVERY
     trainer = TorchTrainer(cfg)
     trainer.step()                              # the optimizer's states exist from here on
     timed = {"pass_s": _pass_s(trainer), "layout_s": _layout_s(trainer.state())}
     floor = np.full(trainer.state_B, 7, dtype=np.uint8)
     scratch, writes = next(iter(folders.values())).with_name("floor-in-training.bin"), []
-    caches, besides, plains = [], [], []
+    caches, stagings, besides, plains = [], [], [], []
     live, diffs, saves = {}, {e: [] for e in engines}, {e: [] for e in engines}
     try:
         _open_engines(live, engines, folders, trainer.state())
@@ -712,9 +549,12 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
                 diffs[e].append((_timed_run(trainer, live[e], r * OVERHEAD_STEPS) - plain) / checkpoints)
                 saves[e] += live[e].summary()[-checkpoints:]
                 os.sync()
-                caches.append(cache_write_once(scratch, floor))     # where the training left the memory
-                os.sync()
-                scratch.unlink()
+                if len(plains) % 2:                  # where the training left the memory: one or the other
+                    caches.append(cache_write_once(scratch, floor))
+                    os.sync()
+                    scratch.unlink()
+                else:
+                    stagings.append(staging_once_s(trainer.state()))
                 writes.append(write_once(scratch, floor))
                 scratch.unlink()
             besides.append(_write_beside_s(trainer, scratch, floor))
@@ -723,6 +563,7 @@ def _overheads(cfg: TorchConfig, engines, folders: dict, rounds: int) -> tuple[d
             eng.close()
     timed.update(write_s=statistics.median(writes), cache_write_s=statistics.median(caches),
                  write_beside_s=statistics.median(besides),
+                 training_staging_s=statistics.median(stagings) if stagings else None,
                  interval_s=statistics.median(plains) * OVERHEAD_EVERY / OVERHEAD_STEPS)
     return diffs, saves, timed
 

@@ -11,7 +11,7 @@ engine                 stall (blocked)                        durable           
 ``torch.save``         S/t + S/q (in training p_t for S/q)    never                              R + A
 ``torch.save+fsync``   S/t + S/q + W (training: p_t)          = stall                            R + A
 ``dcp``                S/t + S/q + W (training: p_t)          = stall                            G + Z − S/c + d
-``dcp-async``          D                                      D + S/t + S/q + W                  G + Z − S/c + d
+``dcp-async``          D (training: D_t)                      D + S/t + S/q + W                  G + Z − S/c + d
 ``sync``               max(S/k, W) (training: max(S/k, V))    = stall                            max(R, S/k) + A
 ``concurrent``         L + d                                  d + max(S/k, W)                    max(R, S/k) + A
 ``pipelined``          L + d; in training L + max(0, d − τ)   d + max(S/k, W)                    max(R, S/k) + A
@@ -30,7 +30,7 @@ tensor with ``torch.save``), r a read from the device (the floor, in one call), 
 tensor, front to back, as ``torch.load`` and this package's loader read, as the disk ran during the loads (the
 median of one per load round; S/r where not timed: :func:`~mlsysim.lab.pytorch.compare.compare` records it
 beside the loads but predicts them with r), G the same with each tensor's archive read from its end first, as
-DCP's loader reads (:func:`mlsysim.lab.pytorch.compare.cold_read_s`; R where not timed), τ the forward and
+DCP's loader reads (:func:`mlsysim.lab.pytorch.rates.cold_read_s`; R where not timed), τ the forward and
 backward pass that the pipelined copy hides behind, d the copy of the state itself into a ready buffer, one
 tensor after another, two buffers in turn, from the rounds' memory state (the median; S/c where it was not
 timed), L the layout of the state that this package's ``save`` plans before it copies (one walk over the
@@ -38,14 +38,14 @@ tensors). This package's writers checksum in a second thread while they write (t
 loaders read into tensors they allocate through PyTorch's allocator (this package's loader into memory of each
 large array's own, as ``torch.load`` does), and pay what that memory costs beyond a copy into touched memory:
 A = S/u − S/c, u the copy of the state into new tensors while the previous copy is still held
-(:func:`mlsysim.lab.pytorch.compare.alloc_copy_Bps`: the allocator hands back what an earlier load freed, as
+(:func:`mlsysim.lab.pytorch.rates.alloc_copy_Bps`: the allocator hands back what an earlier load freed, as
 the loads of a run follow one another). Without u, A = S/F − S/c (every page new). This package's loader
 checksums while it reads, in a second thread (the longer of the two).
 
 **DCP's loader** reads each tensor as an archive of its own: ``torch.load`` of a view of the file, into a
 storage PyTorch's allocator makes for that piece, while the piece before is still held; then it copies the
 piece into the state it loads in place, tensor after tensor. Z is that deserialization of the state from
-memory, each tensor's archive made beforehand (:func:`mlsysim.lab.pytorch.compare.deserialize_s`, the
+memory, each tensor's archive made beforehand (:func:`mlsysim.lab.pytorch.rates.deserialize_s`, the
 median): it holds the copy out of the archive into new storage, the allocator's pattern and
 ``torch.load``'s own work per record. The load from the device is then G (the read, which holds one copy
 into memory already touched), plus what Z adds to a copy (Z − S/c), plus d, the copy into the state. Where
@@ -53,7 +53,7 @@ Z was not timed, DCP's load is predicted as G + A + S/c.
 
 **Which pages the page cache takes.** In the rounds of the comparison every save starts from the
 same state: two files of the state's size written into the page cache and deleted just before
-(:func:`mlsysim.lab.pytorch.compare.prepare_memory`), so PyTorch's writers, which keep their whole
+(:func:`mlsysim.lab.pytorch.rates.prepare_memory`), so PyTorch's writers, which keep their whole
 file in the cache, write into pages freed a moment before (q), and DCP's ``async_save`` finds enough
 for its staging copy and its write. In training a checkpoint follows seconds of training, and the
 memory an older checkpoint's deletion freed may have gone back to the host. This package's writers reuse
@@ -61,9 +61,10 @@ their own 64 MiB window either way.
 
 **In training the disk and the page cache are timed again.** A shared disk drifts from minute to minute, and
 the memory a file's pages take is as the training left it: the figures measured in the overhead runs (the
-stall in training, the overhead) take W_t, the write + ``fsync`` of S, and p_t, the page-cache write of S,
-each timed after every pair of overhead runs (medians; S/p where not timed). DCP's staging is not timed there:
-its stall in training is predicted with D, as in the rounds.
+stall in training, the overhead) take W_t, the write + ``fsync`` of S, timed after every pair of overhead runs,
+and, after every other pair, p_t, the page-cache write of S, and after each pair in between D_t, DCP's staging
+copy of the state (:func:`mlsysim.lab.pytorch.rates.staging_once_s`): one of the two, as either takes the memory
+the other would meet (medians; S/p and D where not timed). DCP ``async_save``'s stall in training is D_t.
 
 **This package's window in training.** Its writers keep at most w = 80 MiB of a file cached (the 64 MiB
 window and the chunk being written): after the first w bytes, each chunk lands in pages the cache has just
@@ -121,6 +122,9 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 >>> z = engines_model(f, 4e9, pass_s=0.05, pieces_read_s=0.5, deserialize_s=0.4, snapshot_s=0.2)
 >>> round(z["dcp"]["load_s"], 3), round(z["dcp-async"]["load_s"], 3)   # G + (Z - S/c) + d = 0.5 + 0.3 + 0.2
 (1.0, 1.0)
+>>> s = engines_model(f, 4e9, pass_s=0.05, staging_s=0.3, training_staging_s=0.9)
+>>> s["dcp-async"]["stall_s"], s["dcp-async"]["training_stall_s"]    # D in the rounds, D_t in training
+(0.3, 0.9)
 >>> b = engines_model(f, 4e9, pass_s=0.05, interval_s=1.0, training_cache_write_s=1.0)   # P_t 0.25 + 1 + 1.2
 >>> round(b["dcp-async"]["training_stall_s"], 3), round(b["dcp-async"]["overhead_s"], 3)   # 0.5 + 1.45/2; 0.5 + 1.45
 (1.225, 1.95)
@@ -157,6 +161,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                   training_write_s: float | None = None, prune_s: dict | None = None,
                   training_cache_write_s: float | None = None, read_s: float | None = None,
                   pieces_read_s: float | None = None, staging_s: float | None = None,
+                  training_staging_s: float | None = None,
                   write_beside_s: float | None = None, deserialize_s: float | None = None,
                   interval_s: float | None = None) -> dict:
     """Predicted ``stall_s``, ``durable_s`` (None: never durable), ``load_s``, ``overhead_s`` and
@@ -172,14 +177,16 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     checkpoint per engine, as the save rounds timed it (P; an engine not named: 0),
     ``training_cache_write_s`` the page-cache write timed between the overhead runs (p_t; None: S/p),
     ``read_s`` and ``pieces_read_s`` the cold reads timed in the load rounds (R, G; None: S/r, R),
-    ``staging_s`` DCP's staging copy as its default stager makes it (D; None: S/F), ``write_beside_s``
+    ``staging_s`` DCP's staging copy as its default stager makes it (D; None: S/F), ``training_staging_s``
+    the same timed between the overhead runs (D_t; None: D), ``write_beside_s``
     what a durable write of S beside the training costs it (B; None: the work beside at the training's
     share of the cores), ``deserialize_s`` ``torch.load`` of the state piece by piece from memory, as DCP's
     loader deserializes it (Z; None: DCP's load predicted as G + A + S/c), ``interval_s`` the training between
     two checkpoints of an overhead run (I; None: long enough that no save waits for the write before it)."""
     times = {"snapshot_s": snapshot_s, "training_write_s": training_write_s,
              "training_cache_write_s": training_cache_write_s, "read_s": read_s, "pieces_read_s": pieces_read_s,
-             "staging_s": staging_s, "deserialize_s": deserialize_s, "interval_s": interval_s}
+             "staging_s": staging_s, "training_staging_s": training_staging_s, "deserialize_s": deserialize_s,
+             "interval_s": interval_s}
     prune = dict(prune_s or {})
     _check_inputs(f, torch_crc_Bps, pass_s, (cores, train_threads), alloc_copy_Bps, times, write_beside_s,
                   layout_s, prune)
@@ -208,6 +215,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     out = {}
     torch_durable, own_write = torch_write + x["W_t"], max(x["k"], x["V"])   # each writer's work in training
     in_training = {"torch.save": torch_write, "torch.save+fsync": torch_durable, "dcp": torch_durable,
+                   "dcp-async": x.get("D_t", x["D"]),
                    "sync": own_write, "pipelined": x["L"] + max(0.0, x["d"] - pass_s)}
     persist_t = {"dcp-async": torch_durable, "concurrent": own_write, "pipelined": own_write}   # in the background
     for e, (stall, durable, load, beside) in table.items():
@@ -236,6 +244,8 @@ def _timed_terms(f: Floors, torch_crc_Bps: float, times: dict, alloc_copy_Bps, l
     x["R"] = x["r"] if times["read_s"] is None else times["read_s"]
     x["G"] = x["R"] if times["pieces_read_s"] is None else times["pieces_read_s"]
     x["D"] = x["F"] if times["staging_s"] is None else times["staging_s"]
+    if times["training_staging_s"] is not None:
+        x["D_t"] = times["training_staging_s"]
     if write_beside_s is not None:
         x["B"] = max(0.0, write_beside_s)
     if times["deserialize_s"] is not None:
@@ -290,7 +300,8 @@ def remodel(record: dict) -> dict:
                           layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"),
                           prune_s=prune, training_cache_write_s=record.get("training_cache_write_s"),
                           pieces_read_s=_median_or_none(record.get("pieces_rounds_s")),
-                          staging_s=record.get("staging_copy_s"), write_beside_s=record.get("write_beside_s"),
+                          staging_s=record.get("staging_copy_s"), training_staging_s=record.get("training_staging_s"),
+                          write_beside_s=record.get("write_beside_s"),
                           deserialize_s=record.get("deserialize_s"), interval_s=record.get("interval_s"))
     engines = [{**r, "model": {k: model[r["engine"]][k] for k in r["model"]}} for r in record["engines"]]
     return {**record, "engines": engines, "terms_s": model["terms"]}
