@@ -111,7 +111,7 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert plain["durable_s"] is None and plain["predicted"]["durable_s"] is None   # null, not a bare NaN
     json.loads(json.dumps(small.to_dict(), allow_nan=False))
     assert [name for name, _, _ in targets(d)] == [name for name, _, _ in targets(small)]
-    assert set(d["terms_s"]) == set("cfFpqWktrudLRGVDBZI") | {"W_t", "p_t"}
+    assert set(d["terms_s"]) == set("cfFpqWktrudLRGVDBZI") | {"W_t", "p_t", "D_t"}
     assert d["terms_s"]["B"] >= 0          # a short write beside a short run may cost it nothing measurable
     assert all(v > 0 for k, v in d["terms_s"].items() if k != "B")
     assert d["pass_s"] > 0 and d["torch_crc_Bps"] > 0 and d["alloc_copy_Bps"] > 0
@@ -121,6 +121,10 @@ def test_json_has_a_record_per_engine_and_the_floors(small):
     assert d["terms_s"]["p_t"] == d["training_cache_write_s"]
     for r in d["engines"]:                 # the refined model beside every measured figure
         assert r["training_stall_s"] >= 0 and r["overhead_s"] == statistics.median(r["overheads_s"])
+        assert len(r["training_stalls_s"]) == len(r["training_waits_s"]) == len(r["training_durables_s"]) \
+            == 2 * len(r["overheads_s"]) and r["training_stall_s"] == statistics.median(r["training_stalls_s"])
+        assert all(0 <= w <= st for w, st in zip(r["training_waits_s"], r["training_stalls_s"]))   # within it
+        assert (r["engine"] == "torch.save") == all(x is None for x in r["training_durables_s"])
         assert len(r["overheads_s"]) == min(small.repeats, OVERHEAD_ROUNDS)     # one difference per pair of runs
         assert set(r["model"]) == {"stall_s", "durable_s", "load_s", "training_stall_s", "overhead_s"}
         assert (r["model"]["durable_s"] is None) == (r["durable_s"] is None)
@@ -217,6 +221,9 @@ def test_the_snapshot_copy_is_timed_beside_the_floor(small):
     per_parameter = 4 * (9 * SMALL.layers + 3)       # weight, AdamW's step, m and v of each parameter tensor
     assert d["snapshot_copy_s"] > 0 and d["tensors"] == per_parameter + 2   # + torch's and NumPy's random states
     assert d["staging_copy_s"] > 0 and d["terms_s"]["D"] == d["staging_copy_s"]   # DCP's staging, as its stager
+    assert d["training_staging_s"] > 0 and d["terms_s"]["D_t"] == d["training_staging_s"]   # and in training
+    async_model = next(r for r in d["engines"] if r["engine"] == "dcp-async")["model"]
+    assert async_model["training_stall_s"] >= d["training_staging_s"]                # D_t, and any wait
     assert math.isfinite(d["write_beside_s"]) and d["terms_s"]["B"] == max(0.0, d["write_beside_s"])
     assert d["deserialize_s"] > 0 and d["terms_s"]["Z"] == d["deserialize_s"]     # DCP's pieces from memory
     assert d["interval_s"] > d["pass_s"] and d["terms_s"]["I"] == d["interval_s"]  # two steps between checkpoints
