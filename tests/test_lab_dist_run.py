@@ -53,7 +53,8 @@ def test_uninterrupted_run_learns_and_commits(ref2, tmp_path):
     assert not _alive(ref2.pids)
     acct = [e["acct"] for e in ref2.events if "loss" in e]      # rank 0's CPU time, read after every step
     assert len(acct) == STEPS and all(set(a["threads"]) >= {"main", "gloo"} and len(a["machine"]) == 8 for a in acct)
-    assert all(b["proc"][0] + b["proc"][1] > a["proc"][0] + a["proc"][1] for a, b in zip(acct, acct[1:]))
+    cpu = [a["proc"][0] + a["proc"][1] for a in acct]       # in clock ticks: a short step may add none
+    assert all(b >= a for a, b in zip(cpu, cpu[1:])) and cpu[-1] > cpu[0]
 
 
 def test_rank_killed_at_named_points_resumes_bit_for_bit(ref2, tmp_path):

@@ -31,10 +31,13 @@ there; the overhead runs (2.) train beside it:
    Overhead per checkpoint = the median over the rounds of (the run with checkpoints − the run
    without, just before it) / checkpoints: the pair shares the machine's state of the moment,
    so a drift of the shared machine cancels. The stall of each of those checkpoints is kept too
-   (``training_stall_s``, median): only there does the pipelined engine's copy have a forward and
-   backward pass to hide behind, timed on its own (``pass_s``). After each pair the write floor of
-   the state's size is timed once more (``training_write_s``, median): the disk drifts between the
-   save rounds and these runs, and the figures of these runs are predicted with its rate here. Once
+   (``training_stall_s``, median; each one with the back-pressure inside it and its time to durable):
+   only there does the pipelined engine's copy have a forward and backward pass to hide behind, timed
+   on its own (``pass_s``). After each pair, from the memory as the training left it, the page-cache
+   write of the state's size (``training_cache_write_s``) or, after every other pair, DCP's staging
+   copy of the state (``training_staging_s``) is timed, then the write floor of the state's size once
+   more (``training_write_s``), each the median: the disk drifts between the save rounds and these
+   runs, and the figures of these runs are predicted with the rates timed here. Once
    a round, one more pair: a plain run, then the same run beside one durable write of the state's size
    by this package's writer, started with it: what a write beside the training costs it, whoever
    writes (``write_beside_s``, median). The plain runs also give the training between two checkpoints,
@@ -473,10 +476,10 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
            prune_s: dict) -> dict:
     """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
     holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``), DCP's
-    staging copy (``staging_s``) and the load rounds'
-    cold read tensor by tensor as DCP reads (``pieces_read_s``, the median; the front-to-back read, ``read_s``, is
-    recorded beside it and the loads keep the read floor), ``prune_s`` each engine's deletion of an older
-    checkpoint in the save rounds (NaN: none timed)."""
+    staging copy (``staging_s``; ``training_staging_s`` in the overhead runs) and the load rounds' cold read
+    tensor by tensor as DCP reads (``pieces_read_s``, the median; the front-to-back read, ``read_s``, is recorded
+    beside it and the loads keep the read floor), ``prune_s`` each engine's deletion of an older checkpoint in
+    the save rounds (NaN: none timed)."""
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
                              train_threads=torch.get_num_threads(),

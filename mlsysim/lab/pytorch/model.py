@@ -62,9 +62,10 @@ their own 64 MiB window either way.
 **In training the disk and the page cache are timed again.** A shared disk drifts from minute to minute, and
 the memory a file's pages take is as the training left it: the figures measured in the overhead runs (the
 stall in training, the overhead) take W_t, the write + ``fsync`` of S, timed after every pair of overhead runs,
-and, after every other pair, p_t, the page-cache write of S, and after each pair in between D_t, DCP's staging
-copy of the state (:func:`mlsysim.lab.pytorch.rates.staging_once_s`): one of the two, as either takes the memory
-the other would meet (medians; S/p and D where not timed). DCP ``async_save``'s stall in training is D_t.
+and two rates timed from the memory as the training left it, in turn, one after each pair (either would take
+the memory the other meets): p_t, the page-cache write of S, and D_t, DCP's staging copy of the state
+(:func:`mlsysim.lab.pytorch.rates.staging_once_s`); medians, S/p and D where not timed. DCP ``async_save``'s
+stall in training is D_t.
 
 **This package's window in training.** Its writers keep at most w = 80 MiB of a file cached (the 64 MiB
 window and the chunk being written): after the first w bytes, each chunk lands in pages the cache has just

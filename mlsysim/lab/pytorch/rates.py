@@ -29,6 +29,7 @@ PREPARED_FILES = 2                      # files of the state's size freed before
 
 
 def flat(obj, prefix=""):
+    """(dotted key path, value) of every leaf of a nested state of dicts, lists and tuples."""
     if isinstance(obj, dict):
         for k, v in obj.items():
             yield from flat(v, f"{prefix}{k}.")
