@@ -162,10 +162,6 @@ def _or_none(x: float):
     return None if x != x else x
 
 
-def _or_nan(x):
-    return float("nan") if x is None else x
-
-
 @dataclass(frozen=True)
 class Comparison:
     """Result of :func:`compare`: the floors and one :class:`EngineRun` per engine."""
@@ -405,7 +401,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
                       snapshot_copy_s=snapshot_s, tensors=tensors, torch_crc_Bps=torch_crc, pass_s=timed["pass_s"],
                       alloc_copy_Bps=alloc_Bps, layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                       training_cache_write_s=timed["cache_write_s"], staging_copy_s=staging,
-                      training_staging_s=_or_nan(timed["training_staging_s"]),
+                      training_staging_s=timed["training_staging_s"] or float("nan"),   # None: not timed
                       write_beside_s=timed["write_beside_s"],
                       deserialize_s=unpickle_s, interval_s=timed["interval_s"],
                       read_rounds_s=tuple(reads["read_s"]), pieces_rounds_s=tuple(reads["pieces_read_s"]),
