@@ -3,6 +3,7 @@
     python benchmarks/bench_lab_dist.py                            # 2 and 4 ranks x 64, 256, 1000 MB
     python benchmarks/bench_lab_dist.py --sizes-mb 64 --nproc 2    # one point, a minute or so
     python benchmarks/bench_lab_dist.py --record                   # store it with the package
+    python benchmarks/bench_lab_dist.py --remodel --record         # the stored run, predicted again by this model
 
 For every world size N and state size it runs, with ``torchrun`` on this CPU (gloo, FSDP2):
 
@@ -174,7 +175,17 @@ def main(argv=None) -> int:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--json", help="also write the result to this file")
     p.add_argument("--record", action="store_true", help=f"store the result as {RECORD.name} in the package")
+    p.add_argument("--remodel", action="store_true",
+                   help=f"measure nothing: compute the refined predictions of the stored {RECORD.name} again with "
+                        f"this model, from the terms it measured, and print it; with --record store it, and the "
+                        f"record before it, again")
     a = p.parse_args(argv)
+    if a.remodel:
+        from mlsysim.lab.distributed.results import EARLIER, recorded, remodel
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        if a.record:                              # the record before it, shown beside it, predicted alike
+            finish([], {**remodel(recorded(EARLIER)), "remodelled": when}, [RECORD.with_name(Path(EARLIER).name)])
+        return _report({**remodel(recorded()), "remodelled": when}, a)
     sizes = [float(s) * 1e6 for s in a.sizes_mb.split(",")]
     worlds = [int(n) for n in a.nproc.split(",")]
     t0 = time.time()

@@ -7,7 +7,9 @@ global commit and overhead per checkpoint of the sharded ``concurrent`` engine a
 (:mod:`mlsysim.lab.distributed.terms`); and at the largest size a node lost, recovered from peer
 memory and from durable storage, with the downtime. Every figure has the first (``naive``,
 :mod:`mlsysim.lab.distributed.predict`) and the refined prediction beside it. :func:`recorded`
-reads it, :func:`model_table` lists every figure, :func:`targets` checks the benchmark's targets.
+reads it, :func:`model_table` lists every figure, :func:`targets` checks the benchmark's targets,
+:func:`remodel` predicts a stored run again with the model as it is now, from the terms the run measured
+(``benchmarks/bench_lab_dist.py --remodel --record`` stores it, with the date in ``remodelled``).
 :func:`cpu_breakdown` reads ``lab/distributed/data/cpu_breakdown.json`` (``benchmarks/bench_lab_dist_cpu.py``):
 where a checkpoint's cost to the training goes, thread by thread, in the same job at a gigabyte.
 """
@@ -103,4 +105,35 @@ def targets(d: dict) -> list[tuple[str, bool, str]]:
     for r in model_table(d):
         out.append((f"{r['figure']}: refined model within ±25 % (x1.5 under 0.1 s)", r["holds"],
                     f"measured {r['measured_s']:.3f} s, model {r['refined_s']:.3f} s ({r['ratio']:.2f}x)"))
+    return out
+
+
+def remodel(d: dict) -> dict:
+    """``d`` (a recorded run, schema 2) with every refined prediction and each point's ``terms_s`` computed
+    again by the module ``mlsysim.lab.distributed.terms`` from the terms the run measured (each point's, the
+    gap between checkpoints as the benchmark takes it, ``every`` x DCP's plain step; for a node loss the
+    point of its world size at its state size, with the start it measured); the measurements and the first
+    predictions are left as they are."""
+    import copy
+    import dataclasses
+
+    from .terms import Terms, refined_job, refined_recovery, refined_restore
+    out = copy.deepcopy(d)
+    measured = {}
+    for q in out["points"]:
+        t = Terms(**q["terms"])
+        measured[(q["world_size"], q["state_B"])] = t
+        if not q["dcp_async"].get("predicted"):
+            continue
+        ref = refined_job(t, q["state_B"], "fsdp", gap_s=out["every"] * q["dcp_async"]["plain_step_s"])
+        q["concurrent"]["predicted"]["refined"] = ref["concurrent"]
+        q["dcp_async"]["predicted"]["refined"] = ref["dcp-async"]
+        q["terms_s"] = ref["terms"]
+        for r in q["restores"]:
+            if "refined_restore_s" in r["predicted"]:
+                r["predicted"]["refined_restore_s"] = refined_restore(t, r["scheme"], q["state_B"])
+    for n in out["node_loss"]:
+        if n.get("predicted", {}).get("refined"):
+            t = dataclasses.replace(measured[(n["world_size"], n["state_B"])], start_s=n["start_s"])
+            n["predicted"]["refined"] = refined_recovery(t, n["state_B"])
     return out

@@ -77,12 +77,13 @@ disk is shared too: where the N ranks write or read their shards at once, S / W_
 for S / W and S / r (a single reader or writer keeps W and r).
 
 * concurrent: stall = N R / c_N + o (the copy, then this package's fixed cost per call); durable =
-  stall + max(S / W, R (1/k + 1/p) v) + 2 z + l, v = max(1, N (1 + ρ) / C)
-  (:func:`writers_slowed`): each writer's CPU work, slowed by the ranks beside it, runs beside the disk's
-  writeback, which the writer starts chunk by chunk (``sync_file_range``), so the longer of the two
-  counts; then the rank's commit record and the global commit, the shard records gathered. The N
-  writers and the N ranks, each runnable ρ of the time (ρ = 1 where not measured), share the C cores
-  evenly: a writer gets C / (N (1 + ρ)) of a core while that is less than one. Overhead per checkpoint
+  stall + max(S / W, R (1/k + 1/p) v) + 2 z + l, v = share(N, C): each writer's CPU work runs beside
+  the disk's writeback, which the writer starts chunk by chunk (``sync_file_range``), so the longer of
+  the two counts; then the rank's commit record and the global commit, the shard records gathered.
+  The writers take the cores first: a writer is always runnable, while the ranks' threads wait for one
+  another in every collective, so a rank slowed by a writer holds up the others and leaves its core to
+  the writers. N writers on C cores run at C / N of a core each while that is less than one, and the
+  ranks run in what is left (the overhead counts what they lose). Overhead per checkpoint
   = N R / c_N + max(o, o_o) + N R (1/k + 1/p) / C (the copy, the engine's fixed cost to the training,
   the writers' CPU time taken from it). Where :func:`beside` was measured, the busy work's loss (per
   byte, times S) stands for N R (1/k + 1/p) / C: it holds the kernel's own work for the writes (page
@@ -138,7 +139,7 @@ for S / W and S / r (a single reader or writer keeps W and r).
 >>> t = Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
 ...           crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
 >>> j = refined_job(t, 1e9, "fsdp")
->>> round(j["concurrent"]["stall_s"], 3), round(j["concurrent"]["durable_s"], 3)   # 0.1 + max(1.0, 0.15 x 2)
+>>> round(j["concurrent"]["stall_s"], 3), round(j["concurrent"]["durable_s"], 3)   # 0.1 + max(1.0, 0.15)
 (0.1, 1.1)
 >>> round(j["concurrent"]["overhead_s"], 3)     # 0.1 + 2 x 0.5 GB x (1/20 + 1/4) s/GB / 2 cores
 0.25
@@ -177,21 +178,6 @@ def share(threads: int, cores: int) -> float:
     check_integer("threads", threads)
     check_integer("cores", cores)
     return max(1.0, threads / cores)
-
-
-def writers_slowed(writers: int, cores: int, busy_share: float = 1.0) -> float:
-    """How much longer each of ``writers`` threads takes for its CPU work beside as many ranks, each
-    runnable ``busy_share`` of the time, on ``cores`` cores: the runnable threads share the cores
-    evenly, max(1, N (1 + ρ) / C) (ρ = 1: :func:`share` of 2N threads).
-
-    >>> writers_slowed(2, 2), writers_slowed(2, 2, 0.5), writers_slowed(1, 4)
-    (2.0, 1.5, 1.0)
-    """
-    check_integer("writers", writers)
-    check_integer("cores", cores)
-    if not (0 <= busy_share <= 1):
-        raise MlsysimError(f"busy_share must be a share of the time in [0, 1], got {busy_share!r}")
-    return max(1.0, writers * (1.0 + busy_share) / cores)
 
 
 @dataclass(frozen=True)
@@ -435,13 +421,13 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
     write = total / (t.shared_write_Bps or t.write_Bps)
     k, p = rank / t.crc_Bps, rank / t.cache_write_Bps
     rho = 1.0 if t.busy_share is None else min(1.0, t.busy_share)    # a rank: one thread that computes
-    slowed = writers_slowed(n, c, rho)
+    slowed = share(n, c)                         # the writers take the cores first, the ranks run in the rest
     out = {"terms": {"copy_s": copied / t.parallel_copy_Bps, "fresh_copy_s": copied / t.parallel_fresh_Bps,
                      "write_s": write, "crc_s": k, "cache_write_s": p, "share_training": share(2 * n, c),
                      "writers_slowed": slowed}}
     stall = copied / t.parallel_copy_Bps + (t.own_stall_s or 0.0)     # the copy, then the fixed cost per call
     lat = t.latency_s
-    cpu_s = (k + p) * slowed                     # the writers' CPU work, at the cores the ranks leave them
+    cpu_s = (k + p) * slowed                     # the writers' CPU work, N writers on C cores
     loss = n * (k + p) / c
     if t.beside_write_s_per_B is not None:
         loss = t.beside_loss_s_per_B * total
