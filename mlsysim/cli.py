@@ -15,6 +15,7 @@
     mlsysim lab checkpoint --framework torch --compare --size-mb 64   # torch.save, DCP and ours, one state
     mlsysim lab distributed --nproc 2 --kill rank --json        # torchrun, a rank SIGKILLed, resumed exactly
     mlsysim lab distributed --nproc 2 --nodes 2 --kill node     # a node lost, recovered from peer memory
+    mlsysim lab distributed --nproc 2 --steps 12 --every 2 --plain-steps 4 --json   # what a checkpoint costs
 
 Output is a readable table; ``--json`` prints one JSON object whose numbers are plain SI
 values with the unit in the key (``time_s``, ``memory_B``, ``bandwidth_Bps``, ``energy_J``,
@@ -611,6 +612,9 @@ def _add_lab(commands) -> None:
     d.add_argument("--reshard-to", type=int, help="stop halfway and continue at this many ranks in all")
     d.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
     d.add_argument("--every", type=int, default=2, help="checkpoint every this many steps (default 2)")
+    d.add_argument("--plain-steps", type=int, default=0,
+                   help="train the first this many steps without checkpoints and measure the overhead per "
+                        "checkpoint against them (overhead_s; 2 to steps - 1; default 0: not measured)")
     d.add_argument("--seed", type=int, default=0, help="seed of the model, the data order and a random kill")
     d.add_argument("--dir", help="where the runs write (default: a temporary directory, removed afterwards)")
     add_json_flag(d)
@@ -712,10 +716,16 @@ def _run_lab_distributed(args) -> int:
     for k in ("steps", "every"):
         if getattr(args, k) < 1:
             raise MlsysimError(f"--{k} must be a positive integer, got {getattr(args, k)}")
+    if args.plain_steps and not 2 <= args.plain_steps < args.steps:
+        raise MlsysimError(f"--plain-steps must be 0 or from 2 to --steps - 1 ({args.steps - 1}), "
+                           f"got {args.plain_steps}")
+    if args.plain_steps and (args.kill or args.reshard_to is not None):
+        raise MlsysimError("--plain-steps measures the overhead on an uninterrupted run: it cannot go with --kill "
+                           "or --reshard-to")
     _needs_torch("mlsysim lab distributed")
     r = launcher.run_distributed(nproc=args.nproc, nodes=args.nodes, engine=args.engine, mode=args.mode,
                                  kill=args.kill, reshard_to=args.reshard_to, steps=args.steps, every=args.every,
-                                 seed=args.seed, directory=args.dir, predict=True)
+                                 seed=args.seed, directory=args.dir, predict=True, plain_steps=args.plain_steps)
     emit(r.to_dict() if args.json else r, args)
     return 0
 

@@ -23,6 +23,10 @@ def _cli(*argv, env=None, timeout=60):
     (["--mode", "zero"], "data-parallel mode"),
     (["--reshard-to", "5"], "world size of 5"),
     (["--steps", "0"], "--steps must be a positive integer"),
+    (["--plain-steps", "1"], "--plain-steps must be 0 or from 2 to --steps - 1 (7), got 1"),
+    (["--plain-steps", "8"], "--plain-steps must be 0 or from 2 to --steps - 1 (7), got 8"),
+    (["--plain-steps", "2", "--kill", "rank"], "--plain-steps measures the overhead on an uninterrupted run"),
+    (["--plain-steps", "2", "--reshard-to", "2"], "cannot go with --kill or --reshard-to"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says):
     r = _cli(*argv)
@@ -82,3 +86,17 @@ def test_the_notebook_switch_for_live_runs(monkeypatch, value, live):
     else:
         monkeypatch.setenv(LIVE_ENV, value)
     assert live_runs() == ((True, "") if live else (False, "MLSYSIM_LAB_LIVE=0"))
+
+
+def test_the_overhead_per_checkpoint_through_the_command_line():
+    """Four plain steps, then a checkpoint every 2 of the next 8: the three checkpoints with a full interval
+    after them each cost the training some time, their mean is the overhead, and the first model's
+    prediction beside it is the background engine's stall."""
+    pytest.importorskip("torch")
+    r = _cli("--nproc", "2", "--steps", "12", "--every", "2", "--plain-steps", "4", "--json", timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["plain_steps"] == 4 and d["plain_step_s"] > 0 and len(d["stalls_s"]) == 4 and len(d["overheads_s"]) == 3
+    assert d["overhead_s"] == pytest.approx(sum(d["overheads_s"]) / 3) and d["overhead_cpu_s"] is not None
+    p = d["prediction"]
+    assert p["overhead_s"] == p["concurrent_stall_s"] < p["sync_stall_s"]
