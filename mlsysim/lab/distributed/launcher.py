@@ -751,7 +751,8 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
             if d.exists() and any(d.iterdir()) and not (d / shards.RUN_FILE).exists():
                 raise MlsysimError(f"{d} holds files this lab did not write; use another directory")
         kw = {"every": every, "engine": engine, "mode": mode, "seed": seed, "persist_every": persist_every,
-              **{k: job[k] for k in ("d_model", "layers", "plain_steps")}, "memory": memory, "timeout_s": timeout_s}
+              "d_model": d_model, "layers": layers, "memory": memory, "timeout_s": timeout_s,
+              "plain_steps": plain_steps}
         ref_losses, ref, ref_events = _reference_run(base, nproc, steps, nodes, root, memory, reference, kw)
         got = {"kills": (), "resumed_from": (), "resumed_exactly": None, "bytes_read_per_rank": (),
                "reshard_to": reshard_to, "reshard_equal": None, "reshard_loss_max_abs": None}
@@ -763,8 +764,7 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
             resharded, events = _resharded_run(base, nproc, reshard_to, steps, every, nodes, ref_losses, root, kw)
             got.update(resharded)
             ref_events = ref_events or events
-        world = nproc * nodes
-        prediction = job_prediction(ref_events, world, mode, every, base, engine) if predict and ref_events else None
+        prediction = job_prediction(ref_events, job, base) if predict and ref_events else None
         return DistributedRun(**job, **ref, **got, reference_losses=tuple(ref_losses[s] for s in sorted(ref_losses)),
                               wall_s=time.perf_counter() - t0, prediction=prediction,
                               memory_root=None if root is None else str(root))

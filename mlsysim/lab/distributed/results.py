@@ -15,6 +15,8 @@ where a checkpoint's cost to the training goes, thread by thread, in the same jo
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 from importlib.resources import files
 
@@ -114,9 +116,6 @@ def remodel(d: dict) -> dict:
     gap between checkpoints as the benchmark takes it, ``every`` x DCP's plain step; for a node loss the
     point of its world size at its state size, with the start it measured); the measurements and the first
     predictions are left as they are."""
-    import copy
-    import dataclasses
-
     from .terms import Terms, refined_job, refined_recovery, refined_restore
     out = copy.deepcopy(d)
     measured = {}

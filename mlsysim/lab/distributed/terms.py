@@ -647,20 +647,18 @@ def state_bcast_s(group, tensors: dict) -> float:
     return time.perf_counter() - t0
 
 
-#: the engines that return once the state is copied; the others block until it is written
-BACKGROUND_ENGINES = ("concurrent", "dcp-async")
-
-
-def job_prediction(events, world: int, mode: str, every: int, directory, engine: str = "concurrent") -> dict:
+def job_prediction(events, job: dict, directory) -> dict:
     """:func:`mlsysim.lab.distributed.predict.predict_job` (the first prediction) for a job's state (12 B
-    per parameter, from its events) on this machine (measured in ``directory``), checkpointed every
-    ``every`` steps of the job's median step time; with ``overhead_s``, what the first model says a
-    checkpoint costs the training of ``engine``: its stall (the copy for a background engine, of
-    :data:`BACKGROUND_ENGINES`, else the copy and the write)."""
+    per parameter, from its events) on this machine (measured in ``directory``); ``job``: the run's
+    ``world_size``, ``mode``, ``every`` (checkpoints every that many steps of the job's median step time)
+    and ``engine``. With ``overhead_s``, what the first model says a checkpoint costs the training: the
+    engine's stall (the copy for one that persists in the background,
+    :data:`mlsysim.lab.pytorch.results.ASYNC`, else the copy and the write)."""
+    from ..pytorch.results import ASYNC
     from .predict import measure_dist_machine, predict_job
     params = next(e["params"] for e in events if "params" in e)
     step_s = statistics.median([e["step_s"] for e in events if "loss" in e and e.get("step_s") is not None])
     machine = measure_dist_machine(directory, size_B=16e6)
-    p = asdict(predict_job(12.0 * params, world, mode, machine, interval_s=every * step_s))
-    p["overhead_s"] = p["concurrent_stall_s"] if engine in BACKGROUND_ENGINES else p["sync_stall_s"]
+    p = asdict(predict_job(12.0 * params, job["world_size"], job["mode"], machine, interval_s=job["every"] * step_s))
+    p["overhead_s"] = p["concurrent_stall_s"] if job["engine"] in ASYNC else p["sync_stall_s"]
     return p
