@@ -9,7 +9,8 @@ the tail of its free lists (``__putback_isolated_page``) and are taken only when
 while the training churns, the pages a writer frees and takes again stay backed however long the gap
 between two checkpoints: what grows is what the host must back again, such as a file that a checkpoint
 leaves in the page cache. :func:`beside` times the writes after the gap once more beside processes that
-churn memory at the job's own rate (``churn_Bps``): u_c, which stands for u_h where it was measured.
+churn memory at the job's own rate (``churn_Bps``): u_c, which stands for u and u_h where it was measured
+(the training churns beside every write, whatever the gap).
 """
 from __future__ import annotations
 
