@@ -73,6 +73,11 @@ def test_a_node_lost_through_the_command_line(tmp_path):
     p = d["prediction"]
     assert p["world"] == 2 and 0 < p["concurrent_stall_s"] <= p["durable_s"] and p["restore_s"] > 0
     assert p["rank_B"] < d["bytes_read_per_rank"][0] < 1.5 * p["rank_B"]    # the shard read back, with its header
+    # every figure measured has the first model's beside it: the memory tiers' save, both recoveries
+    assert d["memory_stall_s"] > 0 and d["memory_s"] > 0 and d["recovery_storage_s"] > 0
+    assert p["memory_stall_s"] == p["copy_s"] and 0 < p["recovery_s"] and 0 < p["recovery_storage_s"]
+    # one rank per node: the shard sent over the link (rank_B / link) is in both the save and the peer's recovery
+    assert p["memory_s"] == pytest.approx(2 * p["copy_s"] + (p["recovery_s"] - p["copy_s"]))
     assert not __import__("os").path.exists(d["memory_root"])             # the memory tiers removed
 
 

@@ -642,8 +642,7 @@ def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory:
                  "plain_step_s", "plain_step_cpu_s", "plain_churn_Bps", "overheads_s", "overhead_s", "overheads_cpu_s",
                  "overhead_cpu_s")
         return dict(enumerate(reference.reference_losses, start=1)), {k: getattr(reference, k) for k in names}, None
-    ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=None if root is None
-                 else root / "reference", **kw)
+    ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=root and root / "reference", **kw)
     ref_losses = losses(ref.events)
     over = overhead_per_checkpoint(ref.events, kw["every"], kw["plain_steps"]) if kw["plain_steps"] else {}
     done = [e for e in ref.events if "done" in e][-1]
@@ -764,7 +763,8 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
             resharded, events = _resharded_run(base, nproc, reshard_to, steps, every, nodes, ref_losses, root, kw)
             got.update(resharded)
             ref_events = ref_events or events
-        prediction = job_prediction(ref_events, job, base) if predict and ref_events else None
+        prediction = (job_prediction(ref_events, {**job, "memory": memory, "kill": kill}, base)
+                      if predict and ref_events else None)
         return DistributedRun(**job, **ref, **got, reference_losses=tuple(ref_losses[s] for s in sorted(ref_losses)),
                               wall_s=time.perf_counter() - t0, prediction=prediction,
                               memory_root=None if root is None else str(root))
