@@ -132,9 +132,11 @@ for S / W and S / r (a single reader or writer keeps W and r).
   the bytes arrive; S / g where g_s was not measured);
 * replicated restore: S / r_1N + share(N) S (1/k + a) + S N / c_N: every rank reads the same file at
   once (the disk serves the first, the page cache the others, as measured), verifies it and copies it;
-* peer-memory recovery: R / q + share(N) R (1/f + 2/k + 1/p) + 2 z (the shard mapped, checked and
-  sent chunk by chunk, received, checked and written into the replacement's memory tier, committed),
-  then read back with its check and loaded: R (1/f + 1/k) share(N) + N R / c_N;
+* peer-memory recovery: R / q + share(N) R max(1/f + 1/k, 1/k + 1/p) + 2 z (the shard mapped, checked
+  and sent chunk by chunk; received, checked and written into the replacement's memory tier, committed:
+  the receiver takes the next chunk into a second buffer while it writes one, so the sender's work and
+  the receiver's overlap and the slower of the two counts, beside the transfer that needs both), then
+  read back with its check and loaded: R (1/f + 1/k) share(N) + N R / c_N;
 * storage recovery: the sharded restore;
 * downtime per node loss: T + recovery. The rendezvous' detection of the dead node
   (``keep_alive_interval`` x ``keep_alive_max_attempt`` of :data:`~mlsysim.lab.distributed.launcher.RDZV_CONF`,
@@ -513,8 +515,8 @@ def refined_recovery(t: Terms, size_B: float) -> dict:
     n, c = t.world, t.cores
     _, rank, _ = _sizes(t, size_B, "fsdp")
     sh = share(n, c)
-    send = (rank / t.pair_Bps + sh * rank * (1.0 / t.fresh_copy_Bps + 2.0 / t.crc_Bps + 1.0 / t.cache_write_Bps)
-            + 2 * t.sync_s)
+    sender, receiver = 1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps, 1.0 / t.crc_Bps + 1.0 / t.cache_write_Bps
+    send = rank / t.pair_Bps + sh * rank * max(sender, receiver) + 2 * t.sync_s    # the two sides overlap
     back = sh * rank * (1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps) + n * rank / t.parallel_copy_Bps
     out = {"peer_memory_s": send + back, "storage_s": refined_restore(t, "sharded", size_B)}
     if t.start_s is not None:
