@@ -57,15 +57,6 @@ JOB_TIMEOUT_S = 900          # a job's limit: 32 steps of the slowest point (4 r
 RESTORES = 5                 # each restore scheme timed five times in one job: the median
 NODE_LOSS_STEPS, NODE_LOSS_EVERY = 6, 2   # the two-node run that loses a node: three checkpoints
 PLAIN = 4                    # steps trained before any checkpoint (the first one a warm-up)
-PROBE_B = 128e6              # gloo's broadcast and pairs timed with at most this many bytes
-
-
-def _torch_crc_Bps(size_B: float, repeats: int = 3) -> float:
-    """The rate of ``torch.save``'s own CRC-32 (:func:`mlsysim.lab.pytorch.rates.torch_crc_Bps`) on a
-    tensor of ``size_B`` bytes (at most 64 MB); infinite (no such term) where it cannot be measured."""
-    from mlsysim.lab.pytorch.rates import torch_crc_Bps
-    rate = torch_crc_Bps(repeats, int(min(size_B, 64 * 2 ** 20)))
-    return rate if rate == rate else float("inf")
 
 
 def _engine(run, naive: dict, refined: dict) -> dict:
@@ -102,7 +93,7 @@ def _scheme(s, refined_s: float) -> dict:
 
 
 def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
-    from mlsysim.lab.distributed import predict, terms
+    from mlsysim.lab.distributed import predict, refine, terms
     from mlsysim.lab.distributed.restore import config_for, measure_restores
     from mlsysim.lab.distributed.launcher import run_distributed
     cfg = config_for(size_B, 32, layers, PLAIN + STEPS)
@@ -115,19 +106,10 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     dcpa = run_distributed(engine="dcp-async", **kw)
     say(f"{tag}: restores")
     rest, _ = _twice(lambda: measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None,
-                                              repeats=RESTORES, probe_B=min(PROBE_B, cfg.state_B)), say)
+                                              repeats=RESTORES, probe_B=min(refine.PROBE_B, cfg.state_B)), say)
     say(f"{tag}: the terms")
-    t = terms.measure_terms(nproc, cfg.state_B, bcast_Bps=rest.gloo["bcast_Bps"],
-                            bcast_state_Bps=rest.gloo.get("bcast_state_Bps"), pair_Bps=rest.gloo["pair_Bps"],
-                            latency_s=rest.gloo["latency_s"], dcp_stall_s=rest.gloo["dcp_stall_s"],
-                            dcp_durable_s=rest.gloo["dcp_durable_s"], own_stall_s=rest.gloo["own_stall_s"],
-                            dcp_overhead_s=rest.gloo.get("dcp_overhead_s"),
-                            own_overhead_s=rest.gloo.get("own_overhead_s"),
-                            torch_crc_Bps=_torch_crc_Bps(cfg.state_B / nproc),
-                            busy_share=conc.plain_step_cpu_s / conc.plain_step_s if conc.plain_step_cpu_s else None,
-                            churn_Bps=nproc * conc.plain_churn_Bps if conc.plain_churn_Bps else None,
-                            torch_fresh_Bps=terms.parallel_torch_fresh_Bps(cfg.state_B, nproc))
-    naive_m = predict.dist_machine(t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B))
+    t = refine.job_terms(conc, rest)
+    naive_m = predict.dist_machine(t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B))
     step_s = conc.plain_step_s
     p = predict.predict_job(cfg.state_B, nproc, "fsdp", naive_m, interval_s=EVERY * step_s)
     naive = {"stall_s": p.concurrent_stall_s, "durable_s": p.durable_s, "overhead_s": p.concurrent_stall_s}
@@ -144,7 +126,7 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
 
 
 def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
-    from mlsysim.lab.distributed import predict, terms
+    from mlsysim.lab.distributed import predict, refine, terms
     from mlsysim.lab.distributed.restore import config_for
     from mlsysim.lab.distributed.launcher import launch, run_distributed
     cfg = config_for(size_B, 32, layers, NODE_LOSS_STEPS)
@@ -155,7 +137,7 @@ def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
                                                 steps=NODE_LOSS_STEPS, every=NODE_LOSS_EVERY, d_model=cfg.d_model,
                                                 layers=layers), say)
     naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
-        t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(PROBE_B)))
+        t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B)))
     refined = terms.refined_recovery(dataclasses.replace(t, start_s=start), cfg.state_B)
     return {"world_size": nproc, "nodes": 2, "state_B": cfg.state_B, "sources": list(r.sources),
             "recovered_from": r.recovered_from, "recovery_s": r.recovery_s,

@@ -617,6 +617,12 @@ def _add_lab(commands) -> None:
                         "checkpoint against them (overhead_s; 2 to steps - 1; default 0: not measured)")
     d.add_argument("--seed", type=int, default=0, help="seed of the model, the data order and a random kill")
     d.add_argument("--dir", help="where the runs write (default: a temporary directory, removed afterwards)")
+    d.add_argument("--refined", action="store_true",
+                   help="also measure this machine's terms for the job (a restore job that times gloo and the "
+                        "engines' fixed costs, the disk shared by the ranks, the writers beside busy processes: "
+                        "about a minute) and predict the stall, time to durable and overhead with the refined "
+                        "model (mlsysim.lab.distributed.terms); needs --plain-steps, --engine concurrent or "
+                        "dcp-async and one node, and checkpoints to durable storage only, as the model does")
     add_json_flag(d)
     d.set_defaults(run=_run_lab_distributed)
 
@@ -699,7 +705,7 @@ def _needs_torch(flag: str) -> None:
 
 def _run_lab_distributed(args) -> int:
     from .errors import MlsysimError, UnknownNameError
-    from .lab.distributed import launcher
+    from .lab.distributed import launcher, refine
     if args.engine not in launcher.ENGINES:
         raise UnknownNameError("distributed checkpoint engine", args.engine, launcher.ENGINES)
     if args.mode not in launcher.MODES:
@@ -722,10 +728,15 @@ def _run_lab_distributed(args) -> int:
     if args.plain_steps and (args.kill or args.reshard_to is not None):
         raise MlsysimError("--plain-steps measures the overhead on an uninterrupted run: it cannot go with --kill "
                            "or --reshard-to")
+    if args.refined:
+        refine.check_refinable(args.engine, args.plain_steps, args.nodes)
     _needs_torch("mlsysim lab distributed")
     r = launcher.run_distributed(nproc=args.nproc, nodes=args.nodes, engine=args.engine, mode=args.mode,
                                  kill=args.kill, reshard_to=args.reshard_to, steps=args.steps, every=args.every,
-                                 seed=args.seed, directory=args.dir, predict=True, plain_steps=args.plain_steps)
+                                 seed=args.seed, directory=args.dir, predict=True, plain_steps=args.plain_steps,
+                                 memory=not args.refined)
+    if args.refined:
+        r = refine.with_refined(r, args.dir)
     emit(r.to_dict() if args.json else r, args)
     return 0
 

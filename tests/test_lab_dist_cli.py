@@ -27,6 +27,9 @@ def _cli(*argv, env=None, timeout=60):
     (["--plain-steps", "8"], "--plain-steps must be 0 or from 2 to --steps - 1 (7), got 8"),
     (["--plain-steps", "2", "--kill", "rank"], "--plain-steps measures the overhead on an uninterrupted run"),
     (["--plain-steps", "2", "--reshard-to", "2"], "cannot go with --kill or --reshard-to"),
+    (["--refined", "--engine", "sync", "--plain-steps", "2"], "predicts the engines concurrent, dcp-async, got 'sync'"),
+    (["--refined"], "the refined model needs steps without checkpoints (plain_steps)"),
+    (["--refined", "--plain-steps", "2", "--nproc", "1", "--nodes", "2"], "a job on one node, got 2 nodes"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says):
     r = _cli(*argv)
@@ -105,3 +108,23 @@ def test_the_overhead_per_checkpoint_through_the_command_line():
     assert d["overhead_s"] == pytest.approx(sum(d["overheads_s"]) / 3) and d["overhead_cpu_s"] is not None
     p = d["prediction"]
     assert p["overhead_s"] == p["concurrent_stall_s"] < p["sync_stall_s"]
+
+
+def test_the_refined_model_beside_a_run_through_the_command_line(tmp_path):
+    """--refined: the job checkpoints to storage only (no memory tier), then a restore job times gloo and the
+    engines' fixed costs and the rest of the terms are measured; the refined figures stand beside the
+    measured ones for the same state, with the terms that made them."""
+    pytest.importorskip("torch")
+    r = _cli("--engine", "concurrent", "--plain-steps", "4", "--steps", "12", "--every", "4", "--refined", "--json",
+             "--dir", str(tmp_path), timeout=400)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    p = d["prediction"]
+    assert d["memory_s"] is None and d["overhead_s"] is not None           # storage only, the overhead measured
+    assert p["refined_state_B"] == p["size_B"]                             # the restore job's state is the run's
+    assert 0 < p["refined_stall_s"] < p["refined_durable_s"] and p["refined_overhead_s"] > 0
+    t = p["refined_terms"]
+    assert t["world"] == 2 and 0 < t["busy_share"] and t["churn_Bps"] > 0 and t["torch_crc_Bps"] > 0
+    # the fixed time to durable, timed beside the training's steps, stands for 2 z + l
+    assert t["own_durable_beside_s"] >= t["own_stall_s"] and p["refined_durable_s"] >= t["own_durable_beside_s"] - \
+        t["own_stall_s"]

@@ -55,6 +55,17 @@ def test_the_job_worked_numbers():
     base = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9), 1e9)
     assert round(lat["concurrent"]["durable_s"] - base["concurrent"]["durable_s"], 6) == 0.01
     assert round(lat["dcp-async"]["stall_s"] - base["dcp-async"]["stall_s"], 6) == 0.02
+    # each engine's time to durable timed beside the training's steps stands for its fixed cost until durable:
+    # this package's 50 ms to the global record, its call's 10 ms aside, in place of 2 z + l (20 ms); DCP's
+    # 80 ms in place of d_d (50 ms)
+    beside = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01, own_stall_s=0.01,
+                                                   own_durable_beside_s=0.05, dcp_durable_s=0.05,
+                                                   dcp_durable_beside_s=0.08), 1e9)
+    alone = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01, own_stall_s=0.01,
+                                                  dcp_durable_s=0.05), 1e9)
+    assert round(beside["concurrent"]["durable_s"] - alone["concurrent"]["durable_s"], 6) == 0.04 - 0.02
+    assert round(beside["dcp-async"]["durable_s"] - alone["dcp-async"]["durable_s"], 6) == 0.03
+    assert all(beside[e][k] == alone[e][k] for e in ("concurrent", "dcp-async") for k in ("stall_s", "overhead_s"))
     # memory the host took back: DCP's write of R = 0.5 GB at 1 GB/s instead of 4 GB/s, 0.375 s more per rank,
     # once the training between checkpoints outlasts the kernel's 2 s delay; 2 writers on 2 cores, a core each
     back = dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01, reclaimed_write_Bps=1e9)
@@ -101,6 +112,8 @@ def test_the_restores_and_recoveries_worked_numbers():
     (lambda: dataclasses.replace(T, write_Bps=0.0), "write_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, bcast_state_Bps=0.0), "bcast_state_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, own_stall_s=-1.0), "own_stall_s must be a measured time"),
+    (lambda: dataclasses.replace(T, own_durable_beside_s=math.inf), "own_durable_beside_s must be a measured time"),
+    (lambda: dataclasses.replace(T, dcp_durable_beside_s=-0.1), "dcp_durable_beside_s must be a measured time"),
     (lambda: dataclasses.replace(T, dcp_overhead_s=math.nan), "dcp_overhead_s must be a measured time"),
     (lambda: terms.overhead_per_checkpoint([], 2, 1), "plain must be an integer >= 2"),
     (lambda: terms.overhead_per_checkpoint([{"step": 5, "t": 1.0}], 2, 4), "no plain step was timed"),

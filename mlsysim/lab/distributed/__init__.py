@@ -18,6 +18,9 @@ The rest runs without PyTorch:
   recovery plan;
 * ``predict`` — what :func:`mlsysim.checkpoint` predicts for the job on this machine;
 * ``terms`` — the terms that prediction leaves out, measured here, and the refined prediction;
+* ``refine`` — those terms measured for one run of the job, and its figures predicted with them
+  (``mlsysim lab distributed --refined``);
+* ``probes`` — each engine's fixed costs per save, timed inside the restore job;
 * ``beside`` — writers beside busy processes and beside the memory the training churns, and the host's part;
 * ``accounting`` — each thread's and the machine's CPU time per step, and where a checkpoint's cost goes;
 * ``results`` — the recorded full-size benchmarks and their targets.

@@ -1,7 +1,8 @@
 """Each engine's fixed costs, measured inside a running gloo job on the lab's FSDP job at its smallest
-width (no PyTorch import at module level): the terms d and o of :mod:`mlsysim.lab.distributed.terms`."""
+width (no PyTorch import at module level): the terms d, o and b of :mod:`mlsysim.lab.distributed.terms`."""
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import time
@@ -21,8 +22,14 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
     as the job runs it): ``own_stall_s``, until ``save`` returns (the layout, the copy, the hand-over to
     the writer). The median of ``repeats`` each (as the job's figures are medians), after one untimed
     save of each engine (its first sets up its buffers and threads). Then each engine's fixed overhead
-    per save (``dcp_overhead_s``, ``own_overhead_s``): :func:`fixed_overhead_s`."""
+    per save (``dcp_overhead_s``, ``own_overhead_s``): :func:`fixed_overhead_s`, and each engine's time to
+    durable for the saves made there, beside the training steps (``dcp_durable_beside_s``,
+    ``own_durable_beside_s``: the median): the job's saves run beside its steps, whose threads the save's
+    own threads wait for. This package's engine commits as the job's does: once every rank's shard is
+    durable, the ranks' records are gathered to rank 0 (on ``group``), which writes the global record
+    durably; its time to durable ends there, on rank 0."""
     import torch.distributed as dist
+    from .. import store
     from ..engines import make_engine
     from ..pytorch.engines import DcpEngine
     from . import shards
@@ -36,7 +43,17 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
         if i == rank:
             dcp_engine = DcpEngine(base / "dcp", keep=2, asynchronous=True, process_group=group)
         dist.barrier(group=group)
-    own = make_engine("concurrent", shards.rank_dir(base / "own", rank), keep=NEVER_PRUNE, buffers=2, writers=1)
+    committed = {}
+
+    def global_commit(step: int) -> None:      # as the job commits: every rank's record to rank 0, which writes
+        records = [None] * world if rank == 0 else None     # the global record durably
+        dist.gather_object({"rank": rank, "step": step}, records, dst=0, group=group)
+        if rank == 0:
+            store.write_durable(base / f"global-{step:09d}.json", [json.dumps(records).encode()])
+        committed[step] = time.perf_counter()
+
+    own = make_engine("concurrent", shards.rank_dir(base / "own", rank), keep=NEVER_PRUNE, buffers=2, writers=1,
+                      on_commit=global_commit)
     timed = {"dcp_stall_s": [], "dcp_durable_s": [], "own_stall_s": []}
     try:
         for step in range(1, repeats + 2):
@@ -50,16 +67,24 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
                 for k, v in zip(timed, (stall, durable, own_stall)):
                     timed[k].append(v)
         out = {k: statistics.median(v) for k, v in timed.items()}
-        saves = {"dcp_overhead_s": lambda s: dcp_engine.save(s, job.dcp_state()),
-                 "own_overhead_s": lambda s: own.save(s, job.shard_state()[0])}
+        started = {}
+
+        def own_save(step: int) -> float:
+            started[step] = time.perf_counter()
+            return own.save(step, job.shard_state()[0])
+
+        saves = {"dcp_overhead_s": lambda s: dcp_engine.save(s, job.dcp_state()), "own_overhead_s": own_save}
         waits = {"dcp_overhead_s": dcp_engine.wait, "own_overhead_s": own.wait}
         mine = math.ceil(2 * out["dcp_durable_s"] / _step_s(job, group))    # the slower save done inside them
         every = [None] * world
         dist.all_gather_object(every, mine, group=group)       # every rank trains the same steps
         steps = max(every)
-        for k in saves:
+        for i, k in enumerate(saves):
             out[k] = fixed_overhead_s(job, group, saves[k], waits[k], min(64, max(4, steps)), repeats,
-                                      first_step=1000 * (1 + len(out)))
+                                      first_step=1000 * (5 + i))
+        beside = [r.durable_s for r in dcp_engine.summary() if r.step >= 5000]
+        out["dcp_durable_beside_s"] = statistics.median(beside)
+        out["own_durable_beside_s"] = statistics.median(committed[s] - t for s, t in started.items())
     finally:
         own.close()
         dcp_engine.close()

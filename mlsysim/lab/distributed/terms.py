@@ -32,6 +32,9 @@ timings in the same run):
         the training steps beside it (d_o), bytes aside
   o     this package's ``save`` of the same, its call (o) and   :func:`.probes.engine_probe` (median 5)
         its cost to the steps beside it (o_o)
+  b     each engine's time to durable for those saves beside    :func:`.probes.engine_probe` (median 5)
+        the steps: DCP's (d_b), this package's to the global
+        record (o_b)
   z     a small durable write (commit record: write, fsync,     :func:`measure_terms` (median of 5)
         rename, fsync of the directory)
   B     N durable writers beside N busy processes: the          :func:`beside` (per byte)
@@ -80,6 +83,9 @@ for S / W and S / r (a single reader or writer keeps W and r).
   stall + max(S / W, R (1/k + 1/p) v) + 2 z + l, v = share(N, C): each writer's CPU work runs beside
   the disk's writeback, which the writer starts chunk by chunk (``sync_file_range``), so the longer of
   the two counts; then the rank's commit record and the global commit, the shard records gathered.
+  Where o_b was measured, o_b − o (the probe's save after its call, its bytes nothing) stands for
+  2 z + l: beside the training's threads each of the save's waits (an ``fsync``, a collective of its
+  own) ends when the threads beside it let its own run, which no timing alone shows.
   The writers take the cores first: a writer is always runnable, while the ranks' threads wait for one
   another in every collective, so a rank slowed by a writer holds up the others and leaves its core to
   the writers. N writers on C cores run at C / N of a core each while that is less than one, and the
@@ -116,7 +122,7 @@ for S / W and S / r (a single reader or writer keeps W and r).
   loss = max(0, taken − max(0, C − N ρ) x w) / min(N, C);
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) v + S / W + d_d (the fixed cost until durable: plans gathered
-  and scattered, metadata, the files' ``fsync``). DCP's writer leaves its file in the page cache and
+  and scattered, metadata, the files' ``fsync``; d_b in its place where measured, beside the steps). DCP's writer leaves its file in the page cache and
   calls ``fsync`` at its end: far below the kernel's threshold for background writeback (a tenth of
   the memory, ``dirty_background_ratio``), and long before the pages' 30 s expiry, its bytes go to the
   disk only then, after the CPU work, not beside it. Overhead = N R / F_N + max(d_s, d_o) +
@@ -222,6 +228,8 @@ class Terms:
     writer_cpu_reclaimed_s_per_B: float | None = None
     dcp_overhead_s: float | None = None
     own_overhead_s: float | None = None
+    dcp_durable_beside_s: float | None = None
+    own_durable_beside_s: float | None = None
     beside_mean_loss_s_per_B: float | None = None
     busy_share: float | None = None
     beside_steal_s_per_B: float | None = None
@@ -240,9 +248,10 @@ class Terms:
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s or None, got {v!r}")
-        if self.own_stall_s is not None and not (isinstance(self.own_stall_s, (int, float))
-                                                 and 0 <= self.own_stall_s < math.inf):
-            raise MlsysimError(f"own_stall_s must be a measured time >= 0 s or None, got {self.own_stall_s!r}")
+        for k in ("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s"):
+            v = getattr(self, k)
+            if v is not None and not (isinstance(v, (int, float)) and 0 <= v < math.inf):
+                raise MlsysimError(f"{k} must be a measured time >= 0 s or None, got {v!r}")
         for k in ("dcp_overhead_s", "own_overhead_s"):       # a difference of two timings: noise may make it < 0
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and -math.inf < v < math.inf):
@@ -459,7 +468,10 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
                             writer_loss_s=loss)
     out["terms"]["writers_s"] = writers
     fixed_o = max(t.own_stall_s or 0.0, t.own_overhead_s or 0.0)     # the engine's fixed cost to training
-    out["concurrent"] = {"stall_s": stall, "durable_s": stall + writers + 2 * t.sync_s + lat,
+    fixed_d = 2 * t.sync_s + lat                 # the commit records, the shard records gathered
+    if t.own_durable_beside_s is not None:       # the same, timed beside the training's steps
+        fixed_d = max(0.0, t.own_durable_beside_s - (t.own_stall_s or 0.0))
+    out["concurrent"] = {"stall_s": stall, "durable_s": stall + writers + fixed_d,
                          "overhead_s": copied / t.parallel_copy_Bps + fixed_o + loss}
     if t.torch_crc_Bps:
         out["dcp-async"] = _dcp_job(t, out["terms"], rank, copied, taken_back, u_back, loss)
@@ -472,6 +484,8 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
     tc, k, p = rank / t.torch_crc_Bps, terms["crc_s"], terms["cache_write_s"]
     fixed_s = 2 * lat if t.dcp_stall_s is None else t.dcp_stall_s
     fixed_d = 2 * t.sync_s + lat if t.dcp_durable_s is None else t.dcp_durable_s
+    if t.dcp_durable_beside_s is not None:       # timed beside the training's steps
+        fixed_d = t.dcp_durable_beside_s
     copy = copied / (t.torch_fresh_Bps or t.parallel_fresh_Bps)
     terms["torch_crc_s"] = tc
     extra = from_training = tc - k               # torch.save's CRC-32 in place of this package's

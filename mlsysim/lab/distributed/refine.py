@@ -1,0 +1,100 @@
+"""The refined model beside a run of the distributed lab: this machine's terms for the lab's job, measured
+as the benchmark measures them, and the run's figures predicted with them.
+
+:func:`job_terms` gathers what :func:`~mlsysim.lab.distributed.terms.refined_job` needs for one job: gloo's
+latency and each engine's fixed costs, timed in a restore job of the same job
+(:func:`~mlsysim.lab.distributed.restore.measure_restores` with a probe); ``torch.save``'s CRC-32 and the
+copy into PyTorch's new tensors; the floors, the disk shared by the ranks and the writers beside busy
+processes (:func:`~mlsysim.lab.distributed.terms.measure_terms`); and, from the run's steps without
+checkpoints, the ranks' busy share (CPU seconds per second of a step) and the memory they churn.
+:func:`refined_figures` predicts the run's stall, time to durable and overhead per checkpoint with them.
+``benchmarks/bench_lab_dist.py`` and ``mlsysim lab distributed --refined`` both use them.
+
+The refined model covers the ``concurrent`` engine writing to durable storage and ``dcp-async``, on one
+node; the memory tiers, the other engines and the recoveries of a killed job are predicted by the first
+model only (:func:`~mlsysim.lab.distributed.terms.job_prediction`).
+"""
+from __future__ import annotations
+
+from ...errors import MlsysimError
+
+#: the engines the refined model predicts
+ENGINES = ("concurrent", "dcp-async")
+#: gloo's broadcast and pairs are timed with at most this many bytes
+PROBE_B = 128e6
+
+
+def torch_crc_Bps(size_B: float, repeats: int = 3) -> float:
+    """The rate of ``torch.save``'s own CRC-32 (:func:`mlsysim.lab.pytorch.rates.torch_crc_Bps`) on a tensor
+    of ``size_B`` bytes (at most 64 MiB); infinite (no such term) where this torch cannot switch it off."""
+    from ..pytorch.rates import torch_crc_Bps as timed
+    rate = timed(repeats, int(min(size_B, 64 * 2 ** 20)))
+    return rate if rate == rate else float("inf")
+
+
+def job_terms(run, restores, directory=None):
+    """:class:`~mlsysim.lab.distributed.terms.Terms` for the job of ``run`` (a
+    :class:`~mlsysim.lab.distributed.launcher.DistributedRun` with ``plain_steps``: its busy share and churn)
+    at the state size of ``restores`` (a :class:`~mlsysim.lab.distributed.restore.RestoreComparison` of the
+    same job, measured with ``probe_B``: gloo and the engines' fixed costs), the rest measured here, in
+    ``directory`` (default: the temporary directory)."""
+    from .terms import measure_terms, parallel_torch_fresh_Bps
+    g = restores.gloo
+    if not g:
+        raise MlsysimError("the restores were measured without a gloo probe: pass probe_B to measure_restores")
+    if run.plain_step_s is None:
+        raise MlsysimError("the run trained no steps without checkpoints (plain_steps): the ranks' busy share "
+                           "and churn are timed in them")
+    n, size = restores.world_size, restores.state_B
+    return measure_terms(
+        n, size, directory, bcast_Bps=g["bcast_Bps"], bcast_state_Bps=g.get("bcast_state_Bps"),
+        pair_Bps=g["pair_Bps"], latency_s=g["latency_s"], dcp_stall_s=g["dcp_stall_s"],
+        dcp_durable_s=g["dcp_durable_s"], own_stall_s=g["own_stall_s"], dcp_overhead_s=g.get("dcp_overhead_s"),
+        own_overhead_s=g.get("own_overhead_s"), dcp_durable_beside_s=g.get("dcp_durable_beside_s"),
+        own_durable_beside_s=g.get("own_durable_beside_s"), torch_crc_Bps=torch_crc_Bps(size / n),
+        busy_share=run.plain_step_cpu_s / run.plain_step_s if run.plain_step_cpu_s else None,
+        churn_Bps=n * run.plain_churn_Bps if run.plain_churn_Bps else None,
+        torch_fresh_Bps=parallel_torch_fresh_Bps(size, n))
+
+
+def refined_figures(run, terms, state_B: float) -> dict:
+    """The refined model's ``stall_s``, ``durable_s`` and ``overhead_s`` for ``run``'s engine (one of
+    :data:`ENGINES`) and mode at ``state_B`` bytes, with ``terms``; the gap between checkpoints is ``every``
+    of the run's plain steps."""
+    from .terms import refined_job
+    if run.engine not in ENGINES:
+        raise MlsysimError(f"the refined model predicts the engines {', '.join(ENGINES)}, not {run.engine!r}")
+    if run.plain_step_s is None:
+        raise MlsysimError("the gap between checkpoints is timed in the run's plain steps (plain_steps)")
+    job = refined_job(terms, state_B, run.mode, gap_s=run.every * run.plain_step_s)
+    return dict(job[run.engine])
+
+
+def check_refinable(engine: str, plain_steps: int, nodes: int) -> None:
+    """Refuse, with one line, a run whose figures the refined model does not predict."""
+    if engine not in ENGINES:
+        raise MlsysimError(f"the refined model predicts the engines {', '.join(ENGINES)}, got {engine!r}")
+    if not plain_steps:
+        raise MlsysimError("the refined model needs steps without checkpoints (plain_steps): the ranks' busy "
+                           "share and churn are timed in them")
+    if nodes != 1:
+        raise MlsysimError(f"the refined model predicts a job on one node, got {nodes} nodes")
+
+
+def with_refined(run, directory=None):
+    """``run`` (a :class:`~mlsysim.lab.distributed.launcher.DistributedRun` with its first prediction) with the
+    refined model's figures beside it in ``prediction`` (``refined_stall_s``, ``refined_durable_s``,
+    ``refined_overhead_s``), the state they are for (``refined_state_B``) and the terms measured
+    (``refined_terms``): a restore job of the same job with a gloo probe, then :func:`job_terms` in
+    ``directory`` (default: the temporary directory), as the benchmark measures them."""
+    import dataclasses
+    from .restore import measure_restores
+    check_refinable(run.engine, run.plain_steps, run.nodes)
+    if not run.prediction:
+        raise MlsysimError("the run has no first prediction to set the refined one beside (predict=True)")
+    rest = measure_restores(nproc=run.world_size, d_model=run.d_model, layers=run.layers, schemes="sharded",
+                            probe_B=min(PROBE_B, run.prediction["size_B"]))
+    terms = job_terms(run, rest, directory)
+    figures = {f"refined_{k}": v for k, v in refined_figures(run, terms, rest.state_B).items()}
+    return dataclasses.replace(run, prediction={**run.prediction, **figures, "refined_state_B": rest.state_B,
+                                                "refined_terms": terms.to_dict()})
