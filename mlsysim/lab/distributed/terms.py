@@ -122,10 +122,11 @@ for S / W and S / r (a single reader or writer keeps W and r).
   loss = max(0, taken − max(0, C − N ρ) x w) / min(N, C);
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
   durable = stall + R (1/t + 1/p) v + S / W + d_d (the fixed cost until durable: plans gathered
-  and scattered, metadata, the files' ``fsync``; d_b in its place where measured, beside the steps). DCP's writer leaves its file in the page cache and
-  calls ``fsync`` at its end: far below the kernel's threshold for background writeback (a tenth of
-  the memory, ``dirty_background_ratio``), and long before the pages' 30 s expiry, its bytes go to the
-  disk only then, after the CPU work, not beside it. Overhead = N R / F_N + max(d_s, d_o) +
+  and scattered, metadata, the files' ``fsync``; d_b in its place where measured, beside the steps).
+  DCP's writer leaves its file in the page cache and calls ``fsync`` at its end: far below the
+  kernel's threshold for background writeback (a tenth of the memory, ``dirty_background_ratio``),
+  and long before the pages' 30 s expiry, its bytes go to the disk only then, after the CPU work, not
+  beside it. Overhead = N R / F_N + max(d_s, d_o) +
   N R (1/t + 1/p) / C (d_o: what the save's fixed work, its background thread's included, takes from
   the steps beside it); without :func:`~.probes.engine_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap
   between checkpoints is at least :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs
