@@ -43,3 +43,14 @@ def test_the_figures_are_the_refined_models_for_the_runs_engine_mode_and_gap():
 def test_what_it_refuses_says_why(call, says):
     with pytest.raises(MlsysimError, match=says):
         call()
+
+
+def test_the_text_record_shows_the_refined_figures_and_leaves_the_terms_to_the_json():
+    from mlsysim.lab.distributed.launcher import DistributedRun
+    run = DistributedRun(engine="concurrent", mode="fsdp", world_size=2, steps=8, kills=(), resumed_from=(),
+                         resumed_exactly=None, reshard_to=None, reshard_equal=None, reshard_loss_max_abs=None,
+                         stall_s=0.001, durable_s=0.01, bytes_read_per_rank=(), wall_s=1.0,
+                         prediction={"durable_s": 0.002, "refined_durable_s": 0.012, "refined_terms": T.to_dict()})
+    text = str(run)
+    assert "predicted refined_durable_s" in text and "0.012" in text and "refined_terms" not in text
+    assert run.to_dict()["prediction"]["refined_terms"]["write_Bps"] == 1e9

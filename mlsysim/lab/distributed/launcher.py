@@ -46,8 +46,7 @@ from . import shards, tiers
 from .terms import job_prediction, overhead_per_checkpoint
 
 ENGINES = ("sync", "concurrent", "dcp", "dcp-async")
-MODES = ("fsdp", "ddp")
-KILLS = ("rank", "random", "node")
+MODES, KILLS = ("fsdp", "ddp"), ("rank", "random", "node")
 KILL_POINTS = ("step", "snapshot", "persist", "shard")   # mid-step, mid-snapshot, mid-persist, before the global commit
 #: c10d rendezvous settings (``--rdzv-conf``): seconds, except the attempts.
 RDZV_CONF = (("join_timeout", 60), ("last_call_timeout", 3), ("close_timeout", 5), ("keep_alive_interval", 1),
@@ -583,7 +582,8 @@ class DistributedRun:
     def __str__(self) -> str:
         text = "\n".join(f"{k:28s} {getattr(self, k)}" for k in self.__dataclass_fields__ if k != "prediction")
         if self.prediction:
-            text += "\n" + "\n".join(f"{'predicted ' + k:28s} {v}" for k, v in self.prediction.items())
+            text += "\n" + "\n".join(f"{'predicted ' + k:28s} {v}" for k, v in self.prediction.items()
+                                     if not isinstance(v, dict))     # not the refined model's terms: in the JSON
         return text
 
     def to_dict(self) -> dict:
