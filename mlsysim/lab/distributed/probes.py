@@ -79,10 +79,11 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
         every = [None] * world
         dist.all_gather_object(every, mine, group=group)       # every rank trains the same steps
         steps = max(every)
-        for i, k in enumerate(saves):
+        first = dict(zip(saves, (5000, 6000)))           # each engine's saves numbered from its own step
+        for k in saves:
             out[k] = fixed_overhead_s(job, group, saves[k], waits[k], min(64, max(4, steps)), repeats,
-                                      first_step=1000 * (5 + i))
-        beside = [r.durable_s for r in dcp_engine.summary() if r.step >= 5000]
+                                      first_step=first[k])
+        beside = [r.durable_s for r in dcp_engine.summary() if r.step >= first["dcp_overhead_s"]]
         out["dcp_durable_beside_s"] = statistics.median(beside)
         out["own_durable_beside_s"] = statistics.median(committed[s] - t for s, t in started.items())
     finally:

@@ -62,8 +62,7 @@ def refined_figures(run, terms, state_B: float) -> dict:
     :data:`ENGINES`) and mode at ``state_B`` bytes, with ``terms``; the gap between checkpoints is ``every``
     of the run's plain steps."""
     from .terms import refined_job
-    if run.engine not in ENGINES:
-        raise MlsysimError(f"the refined model predicts the engines {', '.join(ENGINES)}, not {run.engine!r}")
+    check_refinable(run.engine, run.plain_steps, run.nodes)
     if run.plain_step_s is None:
         raise MlsysimError("the gap between checkpoints is timed in the run's plain steps (plain_steps)")
     job = refined_job(terms, state_B, run.mode, gap_s=run.every * run.plain_step_s)
