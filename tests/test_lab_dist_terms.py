@@ -50,6 +50,17 @@ def test_the_job_worked_numbers():
     small = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01, torch_fresh_Bps=2e9), 1e9)
     assert all(round(small["dcp-async"][k] - a[k], 3) == 0.3 for k in ("stall_s", "durable_s", "overhead_s"))
     assert small["concurrent"] == c
+    # DCP's staging timed at the job's size (two copies of every DTensor's bytes): 0.4 GB/s for the 1 GB in place of
+    # F_N's 2 GB/s, 2.5 s in place of 0.5 s; the probe's own staging (15 ms) leaves its fixed stall (20 ms) and its
+    # cost to the steps (40 ms), since the job's staging is in the 2.5 s
+    staged = dict(torch_crc_Bps=4e9, sync_s=0.01, torch_fresh_Bps=2e9, dcp_stall_s=0.02, dcp_overhead_s=0.04)
+    one = terms.refined_job(dataclasses.replace(T, **staged), 1e9)["dcp-async"]
+    two = terms.refined_job(dataclasses.replace(T, **staged, dcp_stage_Bps=0.4e9, dcp_stage_small_s=0.015),
+                            1e9)["dcp-async"]
+    copied = 1e9 + 2 * terms.EXTRAS_PER_RANK_B
+    assert two["stall_s"] == pytest.approx(one["stall_s"] + copied * (1 / 0.4e9 - 1 / 2e9) - 0.015)
+    assert two["durable_s"] - one["durable_s"] == pytest.approx(two["stall_s"] - one["stall_s"])
+    assert two["overhead_s"] == pytest.approx(one["overhead_s"] + copied * (1 / 0.4e9 - 1 / 2e9) - 0.015)
     # a small collective of 10 ms: the shard records gathered once; DCP's plans gathered and scattered first
     lat = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, latency_s=0.01), 1e9)
     base = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9), 1e9)

@@ -67,6 +67,9 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
                 for k, v in zip(timed, (stall, durable, own_stall)):
                     timed[k].append(v)
         out = {k: statistics.median(v) for k, v in timed.items()}
+        small = dcp_stage(group, job)       # its staging, held in dcp_stall_s: the full size's stands for it
+        if small:
+            out["dcp_stage_small_s"] = small["dcp_stage_s"]
         started = {}
 
         def own_save(step: int) -> float:
@@ -128,3 +131,41 @@ def fixed_overhead_s(job, group, save, wait, steps: int, repeats: int, first_ste
         plain = timed(train)
         over.append(timed(lambda: (save(first_step + i), train(), wait())) - plain)
     return statistics.median(over)
+
+
+def dcp_stage(group, job, repeats: int = 3) -> dict | None:
+    """In a running gloo job (every rank calls it): the seconds of DCP's staging of ``job``'s state at its
+    full size, every rank at once (``dcp_stage_s``, the median of ``repeats``, each freed before the next) and
+    the bytes staged, summed over the ranks (``dcp_stage_B``): the stager ``dcp.async_save`` takes for the
+    lab's writer (a :class:`~torch.distributed.checkpoint.FileSystemWriter`, itself the stager) on the state
+    :meth:`~mlsysim.lab.distributed.worker.Job.dcp_state` gives it, as the job's saves call it before their
+    stall ends. On a CPU job, PyTorch 2.13's stager deep-copies every DTensor, its data included, before it
+    allocates the staging tensor and copies into it: two copies of every byte, which the copy rates alone
+    do not show. None where this PyTorch's writer is not a stager."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.checkpoint import FileSystemWriter
+    from torch.distributed.checkpoint.staging import AsyncStager
+    check_integer("repeats", repeats)
+    writer = FileSystemWriter("unused-dcp-stage-probe")       # staging writes nothing
+    if not isinstance(writer, AsyncStager):
+        return None
+    local = torch.tensor(float(sum(_local_B(t) for t in job.tensors().values())))
+    dist.all_reduce(local, group=group)
+    times = []
+    for _ in range(repeats):
+        state = job.dcp_state()
+        dist.barrier(group=group)
+        t0 = time.perf_counter()
+        staged = writer.stage(state)
+        staged = staged.result() if hasattr(staged, "result") else staged
+        dist.barrier(group=group)
+        times.append(time.perf_counter() - t0)
+        del staged, state
+    return {"dcp_stage_s": statistics.median(times), "dcp_stage_B": float(local)}
+
+
+def _local_B(t) -> int:
+    """Bytes of a rank's own part of ``t`` (a DTensor's local shard, else the tensor)."""
+    local = t.to_local() if hasattr(t, "to_local") else t
+    return local.numel() * local.element_size()

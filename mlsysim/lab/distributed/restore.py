@@ -20,7 +20,9 @@ With ``--probe-B B`` the job first times gloo (a broadcast and point-to-point tr
 a small collective: :func:`mlsysim.lab.distributed.terms.gloo_probe`) and each engine's fixed cost per
 save, on the job at its smallest width (:func:`~mlsysim.lab.distributed.probes.engine_probe`), and after
 every round of restores, in DDP mode, the broadcast of the job's own tensors into tensors the receivers
-allocate (:func:`~mlsysim.lab.distributed.terms.state_bcast_s`): the terms of the refined model.
+allocate (:func:`~mlsysim.lab.distributed.terms.state_bcast_s`), and at the end, in FSDP mode, DCP's
+staging of the job's state (:func:`~mlsysim.lab.distributed.probes.dcp_stage`): the terms of the refined
+model.
 
 Per rank it reports the bytes read from the shard files (each verified against the global
 commit record's size and CRC-32), the bytes the kernel fetched from the disk for this process
@@ -371,6 +373,9 @@ def main(argv=None) -> int:
         if a.probe_B > 0 and "ddp" in jobs:   # the broadcast restore's transfer, its read aside, in every round
             rounds_s.append(state_bcast_s(group, jobs["ddp"].tensors()))
     if a.probe_B > 0:
+        if "fsdp" in jobs:     # DCP's staging of the sharded job's state at its full size
+            from .probes import dcp_stage
+            probe.update(dcp_stage(group, jobs["fsdp"]) or {})
         if rounds_s:
             size = sum(t.numel() * t.element_size() for t in jobs["ddp"].tensors().values())
             probe.update(state_bcast_B=size, state_bcast_rounds_s=rounds_s,

@@ -14,6 +14,9 @@ timings in the same run):
   c_N   aggregate copy rate of N threads copying at once        :func:`parallel_copy_Bps`
   f_N   the same into memory allocated just before (faults)     :func:`parallel_copy_Bps` (``fresh``)
   F_N   the same into tensors PyTorch has just allocated        :func:`parallel_torch_fresh_Bps`
+  σ     DCP's staging of the job's state, every rank at once    :func:`.probes.dcp_stage` (median of 3,
+        (bytes staged per second); σ_s, the same of the job at  in the restore job, at the full size;
+        its smallest width, held in d_s                         σ_s in :func:`.probes.engine_probe`)
   k     this package's CRC-32 (zlib-ng), one core               :func:`~mlsysim.lab.floors.measure_floors`
   p     ``os.write`` into the page cache, one core              :func:`~mlsysim.lab.floors.measure_floors`
   h     the same into memory the host has taken back            :func:`reclaimed_write_Bps` (best of 2)
@@ -64,7 +67,10 @@ writers, n = 2N. Per-rank work done by all ranks at once is therefore ``share(N)
 so f_N faults in 2 MB pages; PyTorch's CPU allocator does not, and with transparent huge pages on
 ``madvise`` (as on the machine the lab was recorded on) a new tensor faults in 4 KB pages, 512 times
 as many faults. DCP stages its copy into tensors it allocates at every save: F_N, not f_N (f_N where
-F_N was not measured).
+F_N was not measured). On a CPU job it copies more than once: its stager (PyTorch 2.13) deep-copies each
+DTensor, its local data included, then allocates the staging tensor and copies into it. σ times that
+stager on the job's own state, at its size, every rank at once, and stands for F_N where measured
+(the restore job's ranks are processes, as the job's are; F_N is timed with threads of one process).
 
 **Which memory the host has taken back.** This machine is a virtual machine that reports free memory
 to its host (virtio-balloon free page reporting): Linux hands a free block of 2 MB or more back
@@ -120,7 +126,9 @@ for S / W and S / r (a single reader or writer keeps W and r).
   wait in collectives): with ρ measured, the C − N ρ cores they leave idle
   take what they can while the writers run (the durable time's middle term, w), and
   loss = max(0, taken − max(0, C − N ρ) x w) / min(N, C);
-* dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads);
+* dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads; N R / σ
+  for N R / F_N here and below where σ was measured, and d_s and d_o less σ_s, the probe's own
+  staging: the job's is in N R / σ);
   durable = stall + R (1/t + 1/p) v + S / W + d_d (the fixed cost until durable: plans gathered
   and scattered, metadata, the files' ``fsync``; d_b in its place where measured, beside the steps).
   DCP's writer leaves its file in the page cache and calls ``fsync`` at its end: far below the
@@ -236,6 +244,8 @@ class Terms:
     beside_steal_s_per_B: float | None = None
     writer_cpu_churned_s_per_B: float | None = None
     churn_Bps: float | None = None
+    dcp_stage_Bps: float | None = None
+    dcp_stage_small_s: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -245,11 +255,11 @@ class Terms:
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s, got {v!r}")
-        for k in ("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps"):
+        for k in ("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps"):
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s or None, got {v!r}")
-        for k in ("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s"):
+        for k in ("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s", "dcp_stage_small_s"):
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 <= v < math.inf):
                 raise MlsysimError(f"{k} must be a measured time >= 0 s or None, got {v!r}")
@@ -484,10 +494,12 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
     n, c, lat = t.world, t.cores, t.latency_s
     tc, k, p = rank / t.torch_crc_Bps, terms["crc_s"], terms["cache_write_s"]
     fixed_s = 2 * lat if t.dcp_stall_s is None else t.dcp_stall_s
+    small = t.dcp_stage_small_s if t.dcp_stage_Bps and t.dcp_stage_small_s is not None else 0.0
+    fixed_s = max(0.0, fixed_s - small)          # its own staging is in the copy, timed at the job's size
     fixed_d = 2 * t.sync_s + lat if t.dcp_durable_s is None else t.dcp_durable_s
     if t.dcp_durable_beside_s is not None:       # timed beside the training's steps
         fixed_d = t.dcp_durable_beside_s
-    copy = copied / (t.torch_fresh_Bps or t.parallel_fresh_Bps)
+    copy = copied / (t.dcp_stage_Bps or t.torch_fresh_Bps or t.parallel_fresh_Bps)   # its stager's copies
     terms["torch_crc_s"] = tc
     extra = from_training = tc - k               # torch.save's CRC-32 in place of this package's
     if t.reclaimed_write_Bps and taken_back:     # its whole file cached, in memory taken back
@@ -496,7 +508,7 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
         from_training = from_training if u_back else extra   # u_h holds the pages backed again
     cached = (k + p + extra) * terms["writers_slowed"]     # into the page cache; written back only by fsync
     return {"stall_s": copy + fixed_s, "durable_s": copy + fixed_s + cached + terms["write_s"] + fixed_d,
-            "overhead_s": copy + max(fixed_s, t.dcp_overhead_s or 0.0) + loss + n * from_training / c}
+            "overhead_s": copy + max(fixed_s, (t.dcp_overhead_s or 0.0) - small) + loss + n * from_training / c}
 
 
 def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
