@@ -17,17 +17,16 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
     same tensors, DTensors and optimizer state as the job's, a few hundred kilobytes. ``dcp.async_save``
     of its ``get_state_dict`` through the lab's :class:`~mlsysim.lab.pytorch.engines.DcpEngine` (on
     ``group``, into ``directory``/dcp): ``dcp_stall_s``, until the call returns (the state dict
-    flattened, plans made, gathered and scattered, the staging copy), and ``dcp_durable_s``, until the
-    save is committed; this package's ``concurrent`` engine on the rank's shard (two buffers, one writer,
+    flattened, plans made, gathered and scattered, the staging: ``dcp_stage_small_s``, :func:`dcp_stage`),
+    and ``dcp_durable_s``, until the save is committed; this package's ``concurrent`` engine on the rank's shard (two buffers, one writer,
     as the job runs it): ``own_stall_s``, until ``save`` returns (the layout, the copy, the hand-over to
     the writer). The median of ``repeats`` each (as the job's figures are medians), after one untimed
     save of each engine (its first sets up its buffers and threads). Then each engine's fixed overhead
     per save (``dcp_overhead_s``, ``own_overhead_s``): :func:`fixed_overhead_s`, and each engine's time to
     durable for the saves made there, beside the training steps (``dcp_durable_beside_s``,
     ``own_durable_beside_s``: the median): the job's saves run beside its steps, whose threads the save's
-    own threads wait for. This package's engine commits as the job's does: once every rank's shard is
-    durable, the ranks' records are gathered to rank 0 (on ``group``), which writes the global record
-    durably; its time to durable ends there, on rank 0."""
+    own threads wait for. This package's engine commits as the job's does: every shard durable, the records
+    are gathered to rank 0 (on ``group``), which writes the global record durably, where its durable ends."""
     import torch.distributed as dist
     from .. import store
     from ..engines import make_engine
@@ -67,9 +66,7 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
                 for k, v in zip(timed, (stall, durable, own_stall)):
                     timed[k].append(v)
         out = {k: statistics.median(v) for k, v in timed.items()}
-        small = dcp_stage(group, job)       # its staging, held in dcp_stall_s: the full size's stands for it
-        if small:
-            out["dcp_stage_small_s"] = small["dcp_stage_s"]
+        out["dcp_stage_small_s"] = (dcp_stage(group, job) or {}).get("dcp_stage_s")   # held in dcp_stall_s
         started = {}
 
         def own_save(step: int) -> float:
