@@ -132,6 +132,23 @@ def churn_Bps(events, plain: int) -> float | None:
     return statistics.median(rates) if rates else None
 
 
+def gloo_cpu_s(events, plain: int) -> float | None:
+    """CPU seconds of rank 0's gloo threads (user and kernel) in a plain step, from the step events' ``acct``
+    (:func:`snapshot`): their time from the end of the first plain step to the end of the last, per step (the
+    kernel counts it in ticks of 10 ms, coarser than one short step); None where the events hold no two.
+
+    >>> ev = [{"step": s, "acct": {"threads": {"main": [s, 0, 0], "gloo": [0.3 * s, 0.1 * s, 0]}}} for s in range(1, 5)]
+    >>> round(gloo_cpu_s(ev, plain=4), 6)
+    0.4
+    """
+    at = {e["step"]: e["acct"]["threads"].get("gloo", [0.0, 0.0, 0]) for e in events if "step" in e and "acct" in e}
+    steps = [s for s in range(1, plain + 1) if s in at]
+    if len(steps) < 2:
+        return None
+    a, b = at[steps[0]], at[steps[-1]]
+    return (b[0] + b[1] - a[0] - a[1]) / (steps[-1] - steps[0])
+
+
 def cycles(events, every: int, plain: int) -> dict:
     """{count: [its growth in each checkpoint's cycle over its baseline]} from rank 0's step events
     (``step``, ``t`` and ``acct``, a :func:`snapshot`), for the checkpoints of

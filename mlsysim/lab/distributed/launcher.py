@@ -94,9 +94,8 @@ LIVE_ENV = "MLSYSIM_LAB_LIVE"
 
 
 def live_runs() -> tuple[bool, str]:
-    """(whether the distributed lab notebook runs its torchrun jobs live, why not): not without
-    PyTorch, nor with ``MLSYSIM_LAB_LIVE=0`` in the environment (the notebook then reads only its
-    recorded run, in seconds instead of minutes on a 2-core machine).
+    """(whether the distributed lab notebook runs its torchrun jobs live, why not): not without PyTorch, nor
+    with ``MLSYSIM_LAB_LIVE=0`` (the notebook then reads its recorded run: seconds, not minutes on 2 cores).
 
     >>> os.environ["MLSYSIM_LAB_LIVE"] = "0"; live_runs()[0]
     False
@@ -528,8 +527,8 @@ class DistributedRun:
     ``concurrent`` engine's allocation and first touch of its snapshot buffers at the start of the job
     (rank 0; not part of any checkpoint's stall). ``downtime_s``: for each kill, the seconds until the job
     had resumed, as the driver saw them (detection, rendezvous, new processes and the recovery itself).
-    With ``plain_steps`` (first steps without checkpoints): ``plain_step_s``, ``plain_churn_Bps``, ``overheads_s``,
-    ``overhead_s``, the same of rank 0's CPU time (:func:`~mlsysim.lab.distributed.terms.overhead_per_checkpoint`).
+    With ``plain_steps`` (steps without checkpoints first): ``plain_step_s``, ``plain_churn_Bps``, ``plain_gloo_cpu_s``,
+    ``overheads_s``, ``overhead_s``, the same of rank 0's CPU (:func:`~.terms.overhead_per_checkpoint`).
     ``reference_losses``: the uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``:
     :mod:`mlsysim.lab.distributed.predict`'s for this job on this machine (with ``predict=True``)."""
 
@@ -574,6 +573,7 @@ class DistributedRun:
     plain_step_s: float | None = None
     plain_step_cpu_s: float | None = None
     plain_churn_Bps: float | None = None
+    plain_gloo_cpu_s: float | None = None
     overheads_s: tuple = ()
     overhead_s: float | None = None
     overheads_cpu_s: tuple | None = None
@@ -639,8 +639,8 @@ def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory:
     """The uninterrupted run, launched or ``reference``'s: ({step: loss}, its fields of the record, events or None)."""
     if reference is not None:
         names = ("stall_s", "durable_s", "stalls_s", "durables_s", "prepare_s", "memory_s", "memory_stall_s",
-                 "plain_step_s", "plain_step_cpu_s", "plain_churn_Bps", "overheads_s", "overhead_s", "overheads_cpu_s",
-                 "overhead_cpu_s")
+                 "plain_step_s", "plain_step_cpu_s", "plain_churn_Bps", "plain_gloo_cpu_s", "overheads_s", "overhead_s",
+                 "overheads_cpu_s", "overhead_cpu_s")
         return dict(enumerate(reference.reference_losses, start=1)), {k: getattr(reference, k) for k in names}, None
     ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=root and root / "reference", **kw)
     ref_losses = losses(ref.events)

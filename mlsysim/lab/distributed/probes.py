@@ -16,11 +16,11 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
     lab's FSDP job built at the smallest width (d_model 32, ``layers`` layers, one step trained): the
     same tensors, DTensors and optimizer state as the job's, a few hundred kilobytes. ``dcp.async_save``
     of its ``get_state_dict`` through the lab's :class:`~mlsysim.lab.pytorch.engines.DcpEngine` (on
-    ``group``, into ``directory``/dcp): ``dcp_stall_s``, until the call returns (the state dict
-    flattened, plans made, gathered and scattered, the staging: ``dcp_stage_small_s``, :func:`dcp_stage`),
-    and ``dcp_durable_s``, until the save is committed; this package's ``concurrent`` engine on the rank's shard (two buffers, one writer,
-    as the job runs it): ``own_stall_s``, until ``save`` returns (the layout, the copy, the hand-over to
-    the writer). The median of ``repeats`` each (as the job's figures are medians), after one untimed
+    ``group``, into ``directory``/dcp): ``dcp_stall_s``, until the call returns (the state dict flattened,
+    plans made, gathered and scattered, the staging: ``dcp_stage_small_s``, :func:`dcp_stage`), and
+    ``dcp_durable_s``, until the save is committed; this package's ``concurrent`` engine on the rank's
+    shard (two buffers, one writer, as the job runs it): ``own_stall_s``, until ``save`` returns (the
+    layout, the copy, the hand-over to the writer). The median of ``repeats`` each, after one untimed
     save of each engine (its first sets up its buffers and threads). Then each engine's fixed overhead
     per save (``dcp_overhead_s``, ``own_overhead_s``): :func:`fixed_overhead_s`, and each engine's time to
     durable for the saves made there, beside the training steps (``dcp_durable_beside_s``,

@@ -179,7 +179,7 @@ import numpy as np
 
 from ...checkpoint import EXTRAS_PER_RANK_B
 from ...errors import MlsysimError, check_integer, check_positive
-from .accounting import checkpoint_cycles, churn_Bps
+from .accounting import checkpoint_cycles, churn_Bps, gloo_cpu_s
 from .beside import RECLAIM_DELAY_S, RECLAIM_WAIT_S, beside, steal_s, together_s  # noqa: F401  (re-exported)
 
 #: the rendezvous' detection of a dead node, seconds: keep_alive_interval (1 s) x keep_alive_max_attempt (2),
@@ -246,6 +246,7 @@ class Terms:
     churn_Bps: float | None = None
     dcp_stage_Bps: float | None = None
     dcp_stage_small_s: float | None = None
+    gloo_share: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -267,6 +268,8 @@ class Terms:
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and -math.inf < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured time in seconds or None, got {v!r}")
+        if self.gloo_share is not None and not (isinstance(self.gloo_share, (int, float)) and 0 <= self.gloo_share < 1):
+            raise MlsysimError(f"gloo_share must be a measured share of a core in [0, 1) or None, got {self.gloo_share!r}")
         for k in ("beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B"):
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 <= v < math.inf):
@@ -448,9 +451,12 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
     k, p = rank / t.crc_Bps, rank / t.cache_write_Bps
     rho = 1.0 if t.busy_share is None else min(1.0, t.busy_share)    # a rank: one thread that computes
     slowed = share(n, c)                         # the writers take the cores first, the ranks run in the rest
+    polled = polling(t)
     out = {"terms": {"copy_s": copied / t.parallel_copy_Bps, "fresh_copy_s": copied / t.parallel_fresh_Bps,
                      "write_s": write, "crc_s": k, "cache_write_s": p, "share_training": share(2 * n, c),
                      "writers_slowed": slowed}}
+    if t.gloo_share is not None:
+        out["terms"]["gloo_polling"] = polled
     stall = copied / t.parallel_copy_Bps + (t.own_stall_s or 0.0)     # the copy, then the fixed cost per call
     lat = t.latency_s
     cpu_s = (k + p) * slowed                     # the writers' CPU work, N writers on C cores
@@ -474,7 +480,7 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
         elif t.beside_mean_loss_s_per_B is not None:
             taken = t.beside_mean_loss_s_per_B * total * min(n, c) + cpu - t.writer_cpu_s_per_B * total
         free = max(0.0, c - n * rho)             # cores the ranks leave idle
-        loss = max(0.0, taken - free * writers) / min(n, c)
+        loss = max(0.0, taken - free * writers) / min(n, c) * polled
         out["terms"].update(writer_cpu_s=cpu, writer_taken_s=taken, idle_taken_s=min(taken, free * writers),
                             writer_loss_s=loss)
     out["terms"]["writers_s"] = writers
@@ -508,7 +514,26 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
         from_training = from_training if u_back else extra   # u_h holds the pages backed again
     cached = (k + p + extra) * terms["writers_slowed"]     # into the page cache; written back only by fsync
     return {"stall_s": copy + fixed_s, "durable_s": copy + fixed_s + cached + terms["write_s"] + fixed_d,
-            "overhead_s": copy + max(fixed_s, (t.dcp_overhead_s or 0.0) - small) + loss + n * from_training / c}
+            "overhead_s": copy + max(fixed_s, (t.dcp_overhead_s or 0.0) - small) + loss
+            + n * from_training / c * terms.get("gloo_polling", 1.0)}
+
+
+def polling(t: Terms) -> float:
+    """How many times the training's loss to the writes' CPU time its gloo threads make it: each second the
+    training is held up, they take ``gloo_share`` of a core per rank, as in a step without checkpoints, so of
+    the min(N, C) cores the ranks hold only min(N, C) − N g catch up, min(N, C) / (min(N, C) − N g) times
+    the loss (1 where g was not measured; at most 4, the rest a measurement's noise).
+
+    >>> import dataclasses
+    >>> round(polling(dataclasses.replace(Terms(cores=2, world=2, copy_Bps=1, parallel_copy_Bps=1,
+    ...     parallel_fresh_Bps=1, fresh_copy_Bps=1, crc_Bps=1, cache_write_Bps=1, write_Bps=1, read_cold_Bps=1),
+    ...     gloo_share=0.2)), 3)            # 2 / (2 - 2 x 0.2)
+    1.25
+    """
+    if t.gloo_share is None:
+        return 1.0
+    held = min(t.world, t.cores)
+    return held / max(held - t.world * t.gloo_share, held / 4)
 
 
 def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
@@ -563,7 +588,8 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     before. With ``every`` < 4 the cycle is the ``every`` steps after the checkpoint, less ``every`` plain
     steps (the median of the plain steps after the first). Returns ``plain_step_s``, ``plain_churn_Bps`` (the
     memory rank 0 faults in per second in a plain step, where the events hold ``acct``:
-    :func:`~mlsysim.lab.distributed.accounting.churn_Bps`; None otherwise), ``plain_step_cpu_s``
+    :func:`~mlsysim.lab.distributed.accounting.churn_Bps`; None otherwise), ``plain_gloo_cpu_s`` (its gloo
+    threads' CPU time in a plain step: :func:`~mlsysim.lab.distributed.accounting.gloo_cpu_s`), ``plain_step_cpu_s``
     (the rank's CPU time in a plain step, all its threads, where the events hold ``cpu``, its
     ``time.process_time()``; None otherwise), ``overheads_s`` (one per checkpoint with a full interval
     after it), ``overhead_s`` (their mean: what the training paid in all, per checkpoint, as a run
@@ -604,7 +630,7 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     cpu_over = cycles(cpu, statistics.median(cpu_base)) if cpu_base and all(
         s in cpu and s + every in cpu for s in ck) else None
     return {"plain_step_s": step, "plain_step_cpu_s": statistics.median(cpu_base) if cpu_base else None,
-            "plain_churn_Bps": churn_Bps(events, plain),
+            "plain_churn_Bps": churn_Bps(events, plain), "plain_gloo_cpu_s": gloo_cpu_s(events, plain),
             "overheads_s": over, "overhead_s": statistics.mean(over) if over else None,
             "overheads_cpu_s": cpu_over, "overhead_cpu_s": statistics.mean(cpu_over) if cpu_over else None}
 
