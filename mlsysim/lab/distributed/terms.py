@@ -56,6 +56,7 @@ timings in the same run):
         the same without the writers: the host's work for them
   ρ     a rank's CPU time in a training step without            the job's own plain steps
         checkpoints, over the step's seconds (its busy share)   (:func:`overhead_per_checkpoint`)
+  g     the same of its gloo threads alone                      the job's own plain steps
   T     process start and rendezvous of a torchrun job          :func:`start_s` (to the resume event)
 ======  ======================================================  =====================================
 
@@ -125,7 +126,11 @@ for S / W and S / r (a single reader or writer keeps W and r).
   one's), they are m S min(N, C) (+ (u_h − u) S after the gap, or (u_c − u) S). Ranks are not busy all the time (they
   wait in collectives): with ρ measured, the C − N ρ cores they leave idle
   take what they can while the writers run (the durable time's middle term, w), and
-  loss = max(0, taken − max(0, C − N ρ) x w) / min(N, C);
+  loss = max(0, taken − max(0, C − N ρ) x w) / min(N, C). gloo's threads take CPU time in proportion to the
+  time a step lasts, not to its work (on 2 ranks at a gigabyte, about the same share of a core per second in
+  plain steps and in the steps a checkpoint held up): while the training is held up they go on taking g of a
+  core per rank, so of the min(N, C) cores the ranks hold only min(N, C) − N g catch up, and with g
+  measured the loss (and DCP's extra below) is min(N, C) / (min(N, C) − N g) times that (:func:`polling`);
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads; N R / σ
   for N R / F_N here and below where σ was measured, and d_s and d_o less σ_s, the probe's own
   staging: the job's is in N R / σ);
