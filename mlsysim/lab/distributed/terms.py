@@ -273,9 +273,7 @@ class Terms:
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and -math.inf < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured time in seconds or None, got {v!r}")
-        if self.gloo_share is not None and not (isinstance(self.gloo_share, (int, float)) and 0 <= self.gloo_share < 1):
-            raise MlsysimError(f"gloo_share must be a measured share of a core in [0, 1) or None, got {self.gloo_share!r}")
-        for k in ("beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B"):
+        for k in ("beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B", "gloo_share"):
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 <= v < math.inf):
                 raise MlsysimError(f"{k} must be a measured value >= 0 or None, got {v!r}")
