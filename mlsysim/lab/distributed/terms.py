@@ -29,6 +29,8 @@ timings in the same run):
   g_s   the same of the state's own tensors into tensors the    :func:`state_bcast_s` (the median of one
         receivers allocate just before (their faults inside)    per restore round, in the restore job)
   q     gloo's point-to-point rate, N/2 pairs at once           :func:`gloo_probe` (in the restore job)
+  M     a file of the memory tier (tmpfs) mapped in place and   :func:`map_read_Bps` (best of 3)
+        read through its CRC-32, one core
   l     a small collective of gloo (``all_gather_object``)      :func:`gloo_probe` (best of 5)
   d     ``dcp.async_save`` of the job at its smallest width:    :func:`.probes.engine_probe` (median 5)
         its call (d_s), until durable (d_d) and its cost to
@@ -152,7 +154,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   the bytes arrive; S / g where g_s was not measured);
 * replicated restore: S / r_1N + share(N) S (1/k + a) + S N / c_N: every rank reads the same file at
   once (the disk serves the first, the page cache the others, as measured), verifies it and copies it;
-* peer-memory recovery: R / q + share(N) R max(1/f + 1/k, 1/k + 1/p) + 2 z (the shard mapped, checked
+* peer-memory recovery: R / q + share(N) R max(1/f + 1/k, 1/k + 1/p) + 2 z (1/M for 1/f + 1/k here and
+  below where M was measured: the tier's pages are mapped, not copied; the shard mapped, checked
   and sent chunk by chunk; received, checked and written into the replacement's memory tier, committed:
   the receiver takes the next chunk into a second buffer while it writes one, so the sender's work and
   the receiver's overlap and the slower of the two counts, beside the transfer that needs both), then
@@ -252,6 +255,7 @@ class Terms:
     dcp_stage_Bps: float | None = None
     dcp_stage_small_s: float | None = None
     gloo_share: float | None = None
+    map_read_Bps: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -261,7 +265,7 @@ class Terms:
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s, got {v!r}")
-        for k in ("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps"):
+        for k in ("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps", "map_read_Bps"):
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s or None, got {v!r}")
@@ -362,7 +366,8 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
                  writer_cpu_reclaimed_s_per_B=b["writers_cpu_reclaimed_s"] / b["size_B"],
                  beside_mean_loss_s_per_B=b["mean_loss_s"] / b["size_B"],
                  beside_steal_s_per_B=None if b["steal_s"] is None else b["steal_s"] / b["size_B"],
-                 reclaimed_write_Bps=reclaimed, churn_Bps=churn_Bps, writer_cpu_churned_s_per_B=None
+                 reclaimed_write_Bps=reclaimed, churn_Bps=churn_Bps, map_read_Bps=map_read_Bps(size),
+                 writer_cpu_churned_s_per_B=None
                  if b["writers_cpu_churned_s"] is None else b["writers_cpu_churned_s"] / b["size_B"], **measured)
 
 
@@ -422,6 +427,26 @@ def reclaimed_write_Bps(directory, size_B: float, repeats: int = 2, wait_s: floa
             time.sleep(wait_s)
             best = min(best, cache_write_once(path, data))
     return data.nbytes / best
+
+
+def map_read_Bps(size_B: float, directory=None, repeats: int = 3) -> float:
+    """Bytes per second of mapping a file of ``size_B`` bytes of the memory tier in place and reading it
+    through its CRC-32 (:func:`mlsysim.lab.store.map_file`, as a recovery reads a shard from a node's memory
+    tier: the page cache's own pages, no buffer filled), in ``directory`` (default: where memory tiers go,
+    :func:`~mlsysim.lab.distributed.tiers.memory_base`); the best of ``repeats``, the file removed."""
+    from ..store import crc32, map_file
+    from .tiers import memory_base
+    check_positive("size_B", size_B)
+    check_integer("repeats", repeats)
+    with tempfile.TemporaryDirectory(dir=directory or memory_base(), prefix="map-") as tmp:
+        path = Path(tmp) / "tier.bin"
+        np.full(int(size_B), 7, dtype=np.uint8).tofile(path)
+        best = math.inf
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            crc32(map_file(path, int(size_B)))
+            best = min(best, time.perf_counter() - t0)
+    return int(size_B) / best
 
 
 def _small_durable_s(path) -> float:
@@ -570,9 +595,10 @@ def refined_recovery(t: Terms, size_B: float) -> dict:
     n, c = t.world, t.cores
     _, rank, _ = _sizes(t, size_B, "fsdp")
     sh = share(n, c)
-    sender, receiver = 1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps, 1.0 / t.crc_Bps + 1.0 / t.cache_write_Bps
+    mapped = 1.0 / t.map_read_Bps if t.map_read_Bps else 1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps   # map + check
+    sender, receiver = mapped, 1.0 / t.crc_Bps + 1.0 / t.cache_write_Bps
     send = rank / t.pair_Bps + sh * rank * max(sender, receiver) + 2 * t.sync_s    # the two sides overlap
-    back = sh * rank * (1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps) + n * rank / t.parallel_copy_Bps
+    back = sh * rank * mapped + n * rank / t.parallel_copy_Bps
     out = {"peer_memory_s": send + back, "storage_s": refined_restore(t, "sharded", size_B)}
     if t.start_s is not None:
         out["downtime_peer_s"] = t.start_s + out["peer_memory_s"]
