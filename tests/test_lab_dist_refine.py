@@ -14,7 +14,8 @@ T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, paralle
 
 def _run(**kw):
     base = dict(engine="concurrent", mode="fsdp", every=4, plain_steps=4, plain_step_s=0.4, plain_step_cpu_s=0.3,
-                plain_churn_Bps=1e9, nodes=1, world_size=2, d_model=32, layers=2, prediction={"size_B": 1e9})
+                plain_churn_Bps=1e9, plain_gloo_cpu_s=None, nodes=1, world_size=2, d_model=32, layers=2,
+                prediction={"size_B": 1e9})
     return SimpleNamespace(**{**base, **kw})
 
 

@@ -1,5 +1,6 @@
 """Each engine's fixed costs, measured inside a running gloo job on the lab's FSDP job at its smallest
-width (no PyTorch import at module level): the terms d, o and b of :mod:`mlsysim.lab.distributed.terms`."""
+width, and DCP's staging of the job's state at its full size (no PyTorch import at module level): the terms
+d, o, b and σ of :mod:`mlsysim.lab.distributed.terms`."""
 from __future__ import annotations
 
 import json

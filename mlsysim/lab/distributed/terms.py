@@ -543,7 +543,7 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
     cached = (k + p + extra) * terms["writers_slowed"]     # into the page cache; written back only by fsync
     return {"stall_s": copy + fixed_s, "durable_s": copy + fixed_s + cached + terms["write_s"] + fixed_d,
             "overhead_s": copy + max(fixed_s, (t.dcp_overhead_s or 0.0) - small) + loss
-            + n * from_training / c * terms.get("gloo_polling", 1.0)}
+            + n * from_training / c * polling(t)}
 
 
 def polling(t: Terms) -> float:
