@@ -38,6 +38,16 @@ checks with ``mincore`` that none stayed resident (``resident_before``). Concurr
 one file still share one fetch from the disk: the device bytes show how much of the
 amplification reached the disk, the file bytes how much a shared file system would have served.
 
+**Memory.** This machine may hand memory that stays free back to its host (a virtual machine's free
+page reporting: :mod:`~mlsysim.lab.distributed.beside`), which must back it again before the guest uses it,
+at several times the cost of a page fault (h against p in :mod:`~mlsysim.lab.distributed.terms`). A restore's
+new tensors and page-cache pages would then cost what the host's pages cost at that moment: the first
+restore of a fresh job landed in memory the host had taken back (1.3 to 2.7 s for a 1 GB broadcast on 2
+ranks), the later ones in memory the rounds before had just freed (0.6 s). So before each restore every
+rank touches and frees :data:`WARM_FACTOR` times the bytes it holds (:func:`warm_memory`): the kernel
+hands the pages just freed to the next allocation first, and every scheme reads into memory the host
+backs, as on a machine that keeps its memory (bare metal). The stated state is the same for every scheme.
+
 Driver: :func:`measure_restores` (no PyTorch import here) launches the worker with ``torchrun`` on
 127.0.0.1 at a free port, as :func:`mlsysim.lab.distributed.launcher.launch` does, and sets each scheme's
 measurement beside :func:`mlsysim.lab.distributed.predict.predict_restore`.
@@ -59,6 +69,8 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+
+import numpy as np
 from pathlib import Path
 
 from ...errors import MlsysimError
@@ -123,6 +135,43 @@ def device_read_B() -> int | None:
     return None
 
 
+#: each rank touches and frees this many times the bytes it holds before a timed restore
+#: (:func:`warm_memory`): its new tensors and the file's pages in the page cache
+WARM_FACTOR = 2
+
+
+def available_B() -> int | None:
+    """The memory Linux estimates it can give new allocations now (``MemAvailable`` of ``/proc/meminfo``,
+    bytes); None where the kernel does not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def warm_memory(nbytes: int, share: int = 1) -> int:
+    """Touch ``nbytes`` bytes of new memory and free it, so that the allocations that follow take pages
+    the host backs (the module's *Memory*); at most half the available memory over ``share`` processes
+    doing the same at once (:func:`available_B`). Returns the bytes touched.
+
+    >>> warm_memory(4096)
+    4096
+    """
+    if type(nbytes) is not int or nbytes < 0:
+        raise MlsysimError(f"nbytes must be an integer >= 0, got {nbytes!r}")
+    if type(share) is not int or share < 1:
+        raise MlsysimError(f"share must be an integer >= 1 (processes warming at once), got {share!r}")
+    avail = available_B()
+    n = nbytes if avail is None else min(nbytes, avail // (2 * share))
+    if n > 0:
+        np.ones(n, dtype=np.uint8)         # every page written, then freed with the array
+    return n
+
+
 # --- the worker (runs under torchrun; PyTorch imported inside) --------------------------------------
 def _say(**event) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
@@ -174,6 +223,13 @@ def _read_shard(directory, record: dict, old: int):
 def _empty(shape, like):
     import torch
     return torch.empty(shape, dtype=like.dtype)
+
+
+def _held_B(job) -> int:
+    """The bytes of the live tensors this rank holds (its local shards under FSDP)."""
+    from torch.distributed.tensor import DTensor
+    local = [t.to_local() if isinstance(t, DTensor) else t for t in job.tensors().values()]
+    return sum(t.numel() * t.element_size() for t in local)
 
 
 def _scramble(job) -> None:
@@ -248,6 +304,7 @@ def _restore(scheme: str, directory: Path, job, expected: dict, saved: dict | No
     step = record["step"]
     paths = [directory / s["file"] for s in record["shards"]]
     _scramble(job)
+    warm_memory(WARM_FACTOR * _held_B(job), world)
     dist.barrier()
     before = None
     if rank == 0:
