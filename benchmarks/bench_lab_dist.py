@@ -84,9 +84,8 @@ def _scheme(s, refined_s: float) -> dict:
             "bytes_read_total": s.bytes_read_total, "checkpoint_file_B": s.checkpoint_file_B,
             "device_bytes_per_rank": None if s.device_bytes_per_rank is None else list(s.device_bytes_per_rank),
             "restore_s": s.restore_s, "rounds_s": list(s.rounds_s), "read_s": s.read_s, "broadcast_s": s.broadcast_s,
-            "load_s": s.load_s,
-            "verified": s.verified,
-            "cache_dropped": s.cache_dropped,
+            "load_s": s.load_s, "verified": s.verified, "cache_dropped": s.cache_dropped,
+            "warmed_B_per_rank": list(s.warmed_B_per_rank),
             "predicted": {"bytes_read_per_rank": list(s.predicted.bytes_read_per_rank),
                           "bytes_read_total": s.predicted.bytes_read_total, "restore_s": s.predicted.restore_s,
                           "restore_cached_s": s.predicted.restore_cached_s, "refined_restore_s": refined_s}}

@@ -165,3 +165,27 @@ def test_scheme_names():
     assert parse_schemes("broadcast, sharded") == ("broadcast", "sharded")
     with pytest.raises(MlsysimError, match="--scheme"):
         parse_schemes("")
+
+
+def test_every_rank_warms_twice_the_bytes_it_holds_before_each_restore(run):
+    """The stated memory state: each rank touched and freed WARM_FACTOR times its live tensors' bytes (its
+    shard under FSDP, the whole state under DDP) before the timed restore, unless memory was short."""
+    from mlsysim.lab.distributed.restore import WARM_FACTOR, available_B
+    r, base = run
+    held = {"fsdp": r.state_B / WORLD, "ddp": r.state_B}
+    for s in r.schemes:
+        assert len(s.warmed_B_per_rank) == WORLD
+        for w in s.warmed_B_per_rank:
+            assert w == pytest.approx(WARM_FACTOR * held[s.mode], rel=0.02) or w == available_B() // (2 * WORLD)
+
+
+def test_warm_memory_touches_at_most_half_the_available_memory():
+    from mlsysim.lab.distributed.restore import available_B, warm_memory
+    assert warm_memory(0) == 0 and warm_memory(1 << 20, share=2) == 1 << 20
+    avail = available_B()
+    if avail is not None:                      # Linux: capped at half of MemAvailable over the processes
+        assert warm_memory(1 << 62, share=1 << 20) <= avail // (2 << 20) + (1 << 20)
+    for kw, match in (({"nbytes": -1}, "nbytes must be an integer >= 0"), ({"nbytes": 1.5}, "nbytes"),
+                      ({"nbytes": 10, "share": 0}, "share must be an integer >= 1")):
+        with pytest.raises(MlsysimError, match=match):
+            warm_memory(**kw)

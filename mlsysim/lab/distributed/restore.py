@@ -304,7 +304,7 @@ def _restore(scheme: str, directory: Path, job, expected: dict, saved: dict | No
     step = record["step"]
     paths = [directory / s["file"] for s in record["shards"]]
     _scramble(job)
-    warm_memory(WARM_FACTOR * _held_B(job), world)
+    warmed = warm_memory(WARM_FACTOR * _held_B(job), world)
     dist.barrier()
     before = None
     if rank == 0:
@@ -341,7 +341,7 @@ def _restore(scheme: str, directory: Path, job, expected: dict, saved: dict | No
     dist.barrier()
     after = resident_fraction(paths) if rank == 0 else None
     sums = job.checksums()                  # a collective under FSDP (full tensors), local under DDP
-    mine = {"bytes": nbytes, "device": None if dev0 is None or dev1 is None else dev1 - dev0,
+    mine = {"bytes": nbytes, "warmed": warmed, "device": None if dev0 is None or dev1 is None else dev1 - dev0,
             "files": [str(Path(f).relative_to(directory)) for f in files], "restore_s": t1 - t0,
             "read_s": t_read - t0, "broadcast_s": t_bcast - t_read, "load_s": t1 - t_bcast,
             "clock": (t0, t_read, t_bcast, t1),   # perf_counter: one monotonic clock for all processes here
@@ -356,7 +356,8 @@ def _restore(scheme: str, directory: Path, job, expected: dict, saved: dict | No
     verified = all(col["crc_ok"]) and all(col["step_ok"]) and (saved is None or all(col["saved_ok"]))
     return {"scheme": scheme, "mode": SCHEME_MODE[scheme], "step": step, "world_size": world,
             "file_B": [s["size_B"] for s in record["shards"]], "bytes_read": col["bytes"],
-            "device_bytes": col["device"], "files": col["files"], "restore_s": col["restore_s"],
+            "device_bytes": col["device"], "warmed_B": col["warmed"], "files": col["files"],
+            "restore_s": col["restore_s"],
             "job_restore_s": max(end) - min(start),
             "job_broadcast_s": max(done) - read0[0] if scheme == "broadcast" else 0.0,
             "read_s": col["read_s"], "broadcast_s": col["broadcast_s"], "load_s": col["load_s"],
@@ -519,7 +520,8 @@ class SchemeRestore:
     rank holds every tensor (0 for the other schemes); ``cache_dropped``: no page of
     the checkpoint was in the page cache when the scheme began (None: not checked);
     ``verified``: every rank ended up with every tensor's saved CRC-32, and the saved step (in every
-    repeat); ``rounds_s``: ``restore_s`` of every repeat, in the order they ran."""
+    repeat); ``rounds_s``: ``restore_s`` of every repeat, in the order they ran; ``warmed_B_per_rank``: the
+    bytes each rank touched and freed before the restore (:func:`warm_memory`)."""
 
     scheme: str
     mode: str
@@ -538,6 +540,7 @@ class SchemeRestore:
     verified: bool
     predicted: RestorePrediction
     rounds_s: tuple = ()
+    warmed_B_per_rank: tuple = ()
 
     @property
     def device_amplification(self) -> float | None:
@@ -617,7 +620,8 @@ def _scheme_result(ev: dict, state_B: float, world: int, machine: DistMachine, r
         restore_s_per_rank=tuple(ev["restore_s"]), read_s=max(ev["read_s"]), broadcast_s=ev["job_broadcast_s"],
         load_s=max(ev["load_s"]), files_per_rank=tuple(tuple(f) for f in ev["files"]),
         cache_dropped=None if ev["resident_before"] is None else ev["dropped"], verified=ev["verified"],
-        predicted=predict_restore(ev["scheme"], state_B, world, machine), rounds_s=tuple(rounds_s))
+        predicted=predict_restore(ev["scheme"], state_B, world, machine), rounds_s=tuple(rounds_s),
+        warmed_B_per_rank=tuple(ev["warmed_B"]))
 
 
 def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int = 32, layers: int = 2,
