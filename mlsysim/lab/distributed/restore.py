@@ -41,9 +41,10 @@ amplification reached the disk, the file bytes how much a shared file system wou
 **Memory.** This machine may hand memory that stays free back to its host (a virtual machine's free
 page reporting: :mod:`~mlsysim.lab.distributed.beside`), which must back it again before the guest uses it,
 at several times the cost of a page fault (h against p in :mod:`~mlsysim.lab.distributed.terms`). A restore's
-new tensors and page-cache pages would then cost what the host's pages cost at that moment: the first
-restore of a fresh job landed in memory the host had taken back (1.3 to 2.7 s for a 1 GB broadcast on 2
-ranks), the later ones in memory the rounds before had just freed (0.6 s). So before each restore every
+new tensors and page-cache pages would then cost what the host's pages cost at that moment: in one job
+the broadcast phase of a 1 GB restore on 2 ranks took 2.7, 1.9, 0.8 and 0.6 s in four rounds back to back,
+as the rounds before freed memory the host still backed; warmed, the whole restore (read, broadcast, load)
+took 1.2 to 1.3 s in every round. So before each restore every
 rank touches and frees :data:`WARM_FACTOR` times the bytes it holds (:func:`warm_memory`): the kernel
 hands the pages just freed to the next allocation first, and every scheme reads into memory the host
 backs, as on a machine that keeps its memory (bare metal). The stated state is the same for every scheme.
@@ -69,9 +70,9 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
-from pathlib import Path
 
 from ...errors import MlsysimError
 from ...measure import drop_page_cache
