@@ -140,7 +140,7 @@ def test_a_directory_holding_files_is_refused(tmp_path):
 
 
 def test_the_probe_times_gloo_and_the_states_broadcast_into_new_tensors(run):
-    r, _ = run
+    r, base = run
     g = r.gloo
     assert g["probe_B"] == 2e6 and all(g[k] > 0 for k in ("bcast_Bps", "pair_Bps", "bcast_state_Bps", "latency_s",
                                                           "dcp_stall_s", "dcp_durable_s", "own_stall_s"))
@@ -159,6 +159,10 @@ def test_the_probe_times_gloo_and_the_states_broadcast_into_new_tensors(run):
     # two timed apart, medians of their own rounds: on a loaded machine the part can come out a little above the whole)
     assert g["dcp_stage_B"] == pytest.approx(r.state_B, rel=0.01) and 0 < g["dcp_stage_s"] < 5
     assert 0 < g["dcp_stage_small_s"] < 2 * g["dcp_stall_s"]
+    # the disk's read of the FSDP job's shards, every rank its own at once, once after every round of restores
+    files = _files(base, "fsdp")
+    assert g["shard_read_B"] == sum(files) and len(g["shard_read_rounds_s"]) == 3
+    assert g["shard_read_Bps"] == pytest.approx(sum(files) / sorted(g["shard_read_rounds_s"])[1])
 
 
 def test_scheme_names():

@@ -92,6 +92,9 @@ def test_the_job_worked_numbers():
     # two readers at once: the sharded restore reads at their shared rate
     slow = terms.refined_restore(dataclasses.replace(T, shared_read_Bps=1e9), "sharded", 1e9)
     assert round(slow - terms.refined_restore(T, "sharded", 1e9), 3) == 0.5
+    # the shards' own read, timed in the restore job, stands for the shared rate: 1 GB at 4 GB/s, not 1 GB/s
+    timed = terms.refined_restore(dataclasses.replace(T, shared_read_Bps=1e9, shard_read_Bps=4e9), "sharded", 1e9)
+    assert round(slow - timed, 3) == 0.75
 
 
 def test_the_restores_and_recoveries_worked_numbers():
@@ -140,6 +143,7 @@ def test_the_restores_and_recoveries_worked_numbers():
     (lambda: terms.reclaimed_write_Bps(None, 0.0), "size_B"),
     (lambda: terms.map_read_Bps(0.0), "size_B"),
     (lambda: dataclasses.replace(T, map_read_Bps=0.0), "map_read_Bps must be a measured rate"),
+    (lambda: dataclasses.replace(T, shard_read_Bps=float("inf")), "shard_read_Bps must be a measured rate"),
 ])
 def test_bad_input_names_the_input(call, match):
     with pytest.raises(MlsysimError, match=match):

@@ -57,7 +57,7 @@ def job_terms(run, restores, directory=None):
         churn_Bps=n * run.plain_churn_Bps if run.plain_churn_Bps else None,
         torch_fresh_Bps=parallel_torch_fresh_Bps(size, n),
         dcp_stage_Bps=g["dcp_stage_B"] / g["dcp_stage_s"] if g.get("dcp_stage_s") else None,
-        dcp_stage_small_s=g.get("dcp_stage_small_s"))
+        dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"))
 
 
 def refined_figures(run, terms, state_B: float) -> dict:

@@ -20,7 +20,8 @@ With ``--probe-B B`` the job first times gloo (a broadcast and point-to-point tr
 a small collective: :func:`mlsysim.lab.distributed.terms.gloo_probe`) and each engine's fixed cost per
 save, on the job at its smallest width (:func:`~mlsysim.lab.distributed.probes.engine_probe`), and after
 every round of restores, in DDP mode, the broadcast of the job's own tensors into tensors the receivers
-allocate (:func:`~mlsysim.lab.distributed.terms.state_bcast_s`), and at the end, in FSDP mode, DCP's
+allocate (:func:`~mlsysim.lab.distributed.terms.state_bcast_s`) and, in FSDP mode, every rank's cold read of its
+own shard file, all at once (:func:`~mlsysim.lab.distributed.terms.shard_read_s`), and at the end, in FSDP mode, DCP's
 staging of the job's state (:func:`~mlsysim.lab.distributed.probes.dcp_stage`): the terms of the refined
 model.
 
@@ -226,6 +227,12 @@ def _empty(shape, like):
     return torch.empty(shape, dtype=like.dtype)
 
 
+def _own_shard(directory: Path, rank: int) -> Path:
+    """Rank ``rank``'s shard file of the newest global checkpoint in ``directory``."""
+    record = shards.read_global(directory, shards.global_steps(directory)[-1])
+    return directory / record["shards"][rank]["file"]
+
+
 def _held_B(job) -> int:
     """The bytes of the live tensors this rank holds (its local shards under FSDP)."""
     from torch.distributed.tensor import DTensor
@@ -403,7 +410,7 @@ def main(argv=None) -> int:
     base = Path(a.dir)
     if a.probe_B > 0:
         from .probes import engine_probe
-        from .terms import gloo_probe, state_bcast_s
+        from .terms import gloo_probe, shard_read_s, state_bcast_s
         probe = {**gloo_probe(group, a.probe_B), **engine_probe(group, base / "engine-probe", a.layers)}
     modes = [m for m in MODES if any(SCHEME_MODE[s] == m for s in schemes)]
     jobs, expected, saved = {}, {}, {}
@@ -421,7 +428,7 @@ def main(argv=None) -> int:
         box = [expected[mode]]
         dist.broadcast_object_list(box, src=0, group=group)
         expected[mode] = box[0]
-    rounds_s = []
+    rounds_s, reads_s = [], []
     for repeat in range(a.repeats):
         for scheme in schemes:
             mode = SCHEME_MODE[scheme]
@@ -431,10 +438,17 @@ def main(argv=None) -> int:
                 _say(repeat=repeat, **event)
         if a.probe_B > 0 and "ddp" in jobs:   # the broadcast restore's transfer, its read aside, in every round
             rounds_s.append(state_bcast_s(group, jobs["ddp"].tensors()))
+        if a.probe_B > 0 and "fsdp" in jobs:  # the disk's read of the shards, where and when the restores run
+            reads_s.append(shard_read_s(group, _own_shard(base / "fsdp", rank)))
     if a.probe_B > 0:
         if "fsdp" in jobs:     # DCP's staging of the sharded job's state at its full size
             from .probes import dcp_stage
             probe.update(dcp_stage(group, jobs["fsdp"]) or {})
+        if reads_s:
+            files = shards.read_global(base / "fsdp", shards.global_steps(base / "fsdp")[-1])["shards"]
+            size = sum(f["size_B"] for f in files)
+            probe.update(shard_read_B=size, shard_read_rounds_s=reads_s,
+                         shard_read_Bps=size / statistics.median(reads_s))
         if rounds_s:
             size = sum(t.numel() * t.element_size() for t in jobs["ddp"].tensors().values())
             probe.update(state_bcast_B=size, state_bcast_rounds_s=rounds_s,

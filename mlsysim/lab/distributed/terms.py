@@ -25,6 +25,9 @@ timings in the same run):
   W_N   the disk's write + ``fsync``, N writers at once         :func:`shared_disk` (median of rounds)
   r_N   cold reads of N files by N readers at once              :func:`shared_disk` (best of two)
   r_1N  cold reads of the same files by each of N readers       :func:`shared_disk` (best of two)
+  r_S   r_N of the job's own shard files, in the restore job     :func:`shard_read_s` (the median of one
+        between its rounds (the disk drifts from minute to       per restore round)
+        minute; the restores are timed there, not where r_N is)
   g     gloo's broadcast from rank 0 to the N − 1 others        :func:`gloo_probe` (in the restore job)
   g_s   the same of the state's own tensors into tensors the    :func:`state_bcast_s` (the median of one
         receivers allocate just before (their faults inside)    per restore round, in the restore job)
@@ -148,7 +151,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   R (1/h − 1/p) more, in the durable time (times v) and in the overhead (N R (1/h − 1/p) / C,
   which u_h holds already where it stands for u; u_c does not: the file DCP leaves cached is memory the
   job holds beyond what it churns, so the host must back it again however the training churns);
-* sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load; a, as
+* sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, with S / r_S, else S / r_N,
+  for S / r; verify, faults, load; a, as
   f_N is timed, of memory the guest still holds: the restores are timed in warmed memory, the *Memory* of
   :mod:`~mlsysim.lab.distributed.restore`);
 * broadcast restore: S / r + S (1/k + a) + S / g_s + R N / c_N (rank 0 reads and verifies, then gloo
@@ -258,6 +262,7 @@ class Terms:
     dcp_stage_small_s: float | None = None
     gloo_share: float | None = None
     map_read_Bps: float | None = None
+    shard_read_Bps: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -267,7 +272,8 @@ class Terms:
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s, got {v!r}")
-        for k in ("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps", "map_read_Bps"):
+        for k in ("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps", "map_read_Bps",
+                  "shard_read_Bps"):
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured rate > 0 B/s or None, got {v!r}")
@@ -573,7 +579,7 @@ def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
     faults = 1.0 / t.parallel_fresh_Bps - 1.0 / t.parallel_copy_Bps
     if scheme == "sharded":
         total, rank, _ = _sizes(t, size_B, "fsdp")
-        return (max(total / (t.shared_read_Bps or t.read_cold_Bps), share(n, c) * rank / t.crc_Bps)
+        return (max(total / (t.shard_read_Bps or t.shared_read_Bps or t.read_cold_Bps), share(n, c) * rank / t.crc_Bps)
                 + share(n, c) * rank * max(faults, 0) + n * rank / t.parallel_copy_Bps)
     total, rank, _ = _sizes(t, size_B, "ddp")
     if scheme == "broadcast":
@@ -716,6 +722,28 @@ def gloo_probe(group, size_B: float, repeats: int = 2) -> dict:
     small = [None] * world
     out["latency_s"] = timed(lambda: dist.all_gather_object(small, {"rank": rank, "step": 1}, group=group), 5, False)
     return out
+
+
+def shard_read_s(group, path) -> float:
+    """In a running job (every rank calls it, each with its own file): seconds until every rank has read
+    ``path`` cold (its pages dropped first, :func:`mlsysim.measure.drop_page_cache`) into a buffer it touched
+    before, all at once: the disk's read of N files by N readers (r_N) where and when the restores run, the
+    checks, faults and loads aside."""
+    import torch.distributed as dist
+    from ...measure import drop_page_cache
+    buf = np.ones(os.path.getsize(path), dtype=np.uint8)
+    drop_page_cache(path)
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    view, got = memoryview(buf), 0
+    with open(path, "rb", buffering=0) as f:
+        while got < len(view):
+            n = f.readinto(view[got:])
+            if not n:
+                break
+            got += n
+    dist.barrier(group=group)
+    return time.perf_counter() - t0
 
 
 def state_bcast_s(group, tensors: dict) -> float:
