@@ -148,7 +148,7 @@ def dcp_stage(group, job, repeats: int = 3) -> dict | None:
     writer = FileSystemWriter("unused-dcp-stage-probe")       # staging writes nothing
     if not isinstance(writer, AsyncStager):
         return None
-    local = torch.tensor(float(sum(_local_B(t) for t in job.tensors().values())))
+    local = torch.tensor(float(sum(local_B(t) for t in job.tensors().values())))
     dist.all_reduce(local, group=group)
     times = []
     for _ in range(repeats):
@@ -163,7 +163,7 @@ def dcp_stage(group, job, repeats: int = 3) -> dict | None:
     return {"dcp_stage_s": statistics.median(times), "dcp_stage_B": float(local)}
 
 
-def _local_B(t) -> int:
+def local_B(t) -> int:
     """Bytes of a rank's own part of ``t`` (a DTensor's local shard, else the tensor)."""
     local = t.to_local() if hasattr(t, "to_local") else t
     return local.numel() * local.element_size()

@@ -45,10 +45,10 @@ at several times the cost of a page fault (h against p in :mod:`~mlsysim.lab.dis
 new tensors and page-cache pages would then cost what the host's pages cost at that moment: in one job
 the broadcast phase of a 1 GB restore on 2 ranks took 2.7, 1.9, 0.8 and 0.6 s in four rounds back to back,
 as the rounds before freed memory the host still backed; warmed, the whole restore (read, broadcast, load)
-took 1.2 to 1.3 s in every round. So before each restore every
-rank touches and frees :data:`WARM_FACTOR` times the bytes it holds (:func:`warm_memory`): the kernel
-hands the pages just freed to the next allocation first, and every scheme reads into memory the host
-backs, as on a machine that keeps its memory (bare metal). The stated state is the same for every scheme.
+took 1.2 to 1.3 s in every round. So before each restore every rank touches and frees :data:`WARM_FACTOR`
+times the bytes it holds (:func:`warm_memory`): the kernel hands the pages just freed to the next allocation
+first, and every scheme reads into memory the host backs, as on a machine that keeps its memory (bare metal).
+The stated state is the same for every scheme.
 
 Driver: :func:`measure_restores` (no PyTorch import here) launches the worker with ``torchrun`` on
 127.0.0.1 at a free port, as :func:`mlsysim.lab.distributed.launcher.launch` does, and sets each scheme's
@@ -227,19 +227,6 @@ def _empty(shape, like):
     return torch.empty(shape, dtype=like.dtype)
 
 
-def _own_shard(directory: Path, rank: int) -> Path:
-    """Rank ``rank``'s shard file of the newest global checkpoint in ``directory``."""
-    record = shards.read_global(directory, shards.global_steps(directory)[-1])
-    return directory / record["shards"][rank]["file"]
-
-
-def _held_B(job) -> int:
-    """The bytes of the live tensors this rank holds (its local shards under FSDP)."""
-    from torch.distributed.tensor import DTensor
-    local = [t.to_local() if isinstance(t, DTensor) else t for t in job.tensors().values()]
-    return sum(t.numel() * t.element_size() for t in local)
-
-
 def _scramble(job) -> None:
     """Every live tensor NaN and the step count −1: a restore that misses anything fails its check."""
     import torch
@@ -312,7 +299,8 @@ def _restore(scheme: str, directory: Path, job, expected: dict, saved: dict | No
     step = record["step"]
     paths = [directory / s["file"] for s in record["shards"]]
     _scramble(job)
-    warmed = warm_memory(WARM_FACTOR * _held_B(job), world)
+    from .probes import local_B
+    warmed = warm_memory(WARM_FACTOR * sum(local_B(t) for t in job.tensors().values()), world)
     dist.barrier()
     before = None
     if rank == 0:
@@ -429,6 +417,8 @@ def main(argv=None) -> int:
         dist.broadcast_object_list(box, src=0, group=group)
         expected[mode] = box[0]
     rounds_s, reads_s = [], []
+    own = shards.read_global(base / "fsdp", shards.global_steps(base / "fsdp")[-1])["shards"] \
+        if a.probe_B > 0 and "fsdp" in jobs else []     # the FSDP job's shard files, read for r_S
     for repeat in range(a.repeats):
         for scheme in schemes:
             mode = SCHEME_MODE[scheme]
@@ -439,14 +429,13 @@ def main(argv=None) -> int:
         if a.probe_B > 0 and "ddp" in jobs:   # the broadcast restore's transfer, its read aside, in every round
             rounds_s.append(state_bcast_s(group, jobs["ddp"].tensors()))
         if a.probe_B > 0 and "fsdp" in jobs:  # the disk's read of the shards, where and when the restores run
-            reads_s.append(shard_read_s(group, _own_shard(base / "fsdp", rank)))
+            reads_s.append(shard_read_s(group, base / "fsdp" / own[rank]["file"]))
     if a.probe_B > 0:
         if "fsdp" in jobs:     # DCP's staging of the sharded job's state at its full size
             from .probes import dcp_stage
             probe.update(dcp_stage(group, jobs["fsdp"]) or {})
         if reads_s:
-            files = shards.read_global(base / "fsdp", shards.global_steps(base / "fsdp")[-1])["shards"]
-            size = sum(f["size_B"] for f in files)
+            size = sum(f["size_B"] for f in own)
             probe.update(shard_read_B=size, shard_read_rounds_s=reads_s,
                          shard_read_Bps=size / statistics.median(reads_s))
         if rounds_s:

@@ -151,10 +151,9 @@ for S / W and S / r (a single reader or writer keeps W and r).
   R (1/h − 1/p) more, in the durable time (times v) and in the overhead (N R (1/h − 1/p) / C,
   which u_h holds already where it stands for u; u_c does not: the file DCP leaves cached is memory the
   job holds beyond what it churns, so the host must back it again however the training churns);
-* sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, with S / r_S, else S / r_N,
-  for S / r; verify, faults, load; a, as
-  f_N is timed, of memory the guest still holds: the restores are timed in warmed memory, the *Memory* of
-  :mod:`~mlsysim.lab.distributed.restore`);
+* sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load; S / r_S,
+  else S / r_N, for S / r; a, as f_N is timed, of memory the guest still holds: the restores are timed in
+  warmed memory, the *Memory* of :mod:`~mlsysim.lab.distributed.restore`);
 * broadcast restore: S / r + S (1/k + a) + S / g_s + R N / c_N (rank 0 reads and verifies, then gloo
   into the tensors the receivers allocate for it: their pages are new, and each one faults in while
   the bytes arrive; S / g where g_s was not measured);
@@ -735,13 +734,8 @@ def shard_read_s(group, path) -> float:
     drop_page_cache(path)
     dist.barrier(group=group)
     t0 = time.perf_counter()
-    view, got = memoryview(buf), 0
-    with open(path, "rb", buffering=0) as f:
-        while got < len(view):
-            n = f.readinto(view[got:])
-            if not n:
-                break
-            got += n
+    with open(path, "rb", buffering=0) as f:     # as :func:`shared_disk` reads for r_N
+        f.readinto(memoryview(buf))
     dist.barrier(group=group)
     return time.perf_counter() - t0
 
