@@ -155,10 +155,11 @@ def test_the_probe_times_gloo_and_the_states_broadcast_into_new_tensors(run):
     # after every round of restores, the rate from their median
     assert g["state_bcast_B"] == pytest.approx(r.state_B, rel=0.01) and len(g["state_bcast_rounds_s"]) == 3
     # DCP's staging of the FSDP job's state, every rank at once: every rank's shard of it (the state's bytes and
-    # a few small tensors), after its staging of the job at its smallest width, which DCP's fixed stall holds (the
-    # two timed apart, medians of their own rounds: on a loaded machine the part can come out a little above the whole)
+    # a few small tensors), after its staging of the job at its smallest width, a fixed cost well under a second
+    # (DCP's fixed stall holds it, but the two are timed apart, each between barriers: under CI's parallel load
+    # the part came out at 2.4 times the whole's median, so the test does not compare them)
     assert g["dcp_stage_B"] == pytest.approx(r.state_B, rel=0.01) and 0 < g["dcp_stage_s"] < 5
-    assert 0 < g["dcp_stage_small_s"] < 2 * g["dcp_stall_s"]
+    assert 0 < g["dcp_stage_small_s"] < 1
     # the disk's read of the FSDP job's shards, every rank its own at once, once after every round of restores
     files = _files(base, "fsdp")
     assert g["shard_read_B"] == sum(files) and len(g["shard_read_rounds_s"]) == 3
