@@ -21,7 +21,7 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
   then checkpoints every ``EVERY`` steps; each checkpoint's cycle (its stall and the two steps after it)
   less the two steps after those, the last before the next checkpoint: a baseline in the same stretch
   of the job; their mean, and the same of rank 0's CPU time
-  (:func:`mlsysim.lab.distributed.terms.overhead_per_checkpoint`).
+  (:func:`mlsysim.lab.distributed.accounting.overhead_per_checkpoint`).
 
 Every figure has two predictions beside it: the first (``naive``: :mod:`mlsysim.lab.distributed.predict`,
 ``ms.checkpoint`` with a copy, a write and a read rate) and the refined one

@@ -81,11 +81,11 @@ def test_the_writers_cpu_beside_the_churn_stands_for_both_others_at_every_gap():
     # beside every write); without u_c, 0.5 s before the gap outlasts the reporting delay and 1.25 s after it
     t = dataclasses.replace(T, torch_crc_Bps=4e9, reclaimed_write_Bps=1e9, writer_cpu_s_per_B=1e-9,
                             writer_cpu_reclaimed_s_per_B=2.5e-9, writer_cpu_churned_s_per_B=1.2e-9, churn_Bps=5e8)
-    near, far = terms.refined_job(t, 1e9, gap_s=1.0), terms.refined_job(t, 1e9, gap_s=terms.RECLAIM_DELAY_S)
+    near, far = terms.refined_job(t, 1e9, gap_s=1.0), terms.refined_job(t, 1e9, gap_s=10.0)
     assert round(near["terms"]["writer_loss_s"], 3) == round(far["terms"]["writer_loss_s"], 3) == 0.6
     no_c = dataclasses.replace(t, writer_cpu_churned_s_per_B=None)
     assert [round(terms.refined_job(no_c, 1e9, gap_s=g)["terms"]["writer_loss_s"], 3)
-            for g in (1.0, terms.RECLAIM_DELAY_S)] == [0.5, 1.25]
+            for g in (1.0, 10.0)] == [0.5, 1.25]
     # DCP's file stays cached, memory the job holds beyond its churn: its write into memory taken back
     # (h = 1 GB/s against p = 4 GB/s: 0.375 s per rank's 0.5 GB) counts in the overhead, over 2 cores, with
     # torch.save's CRC-32 in place of this package's (0.1 s)

@@ -78,9 +78,10 @@ def test_the_job_worked_numbers():
     assert round(beside["dcp-async"]["durable_s"] - alone["dcp-async"]["durable_s"], 6) == 0.03
     assert all(beside[e][k] == alone[e][k] for e in ("concurrent", "dcp-async") for k in ("stall_s", "overhead_s"))
     # memory the host took back: DCP's write of R = 0.5 GB at 1 GB/s instead of 4 GB/s, 0.375 s more per rank,
-    # once the training between checkpoints outlasts the kernel's 2 s delay; 2 writers on 2 cores, a core each
+    # once the training after the older checkpoint's deletion outlasts the kernel's 2 s delay; 2 writers on 2
+    # cores, a core each
     back = dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01, reclaimed_write_Bps=1e9)
-    late, soon = terms.refined_job(back, 1e9, gap_s=3.0), terms.refined_job(back, 1e9, gap_s=1.0)
+    late, soon = terms.refined_job(back, 1e9, gap_s=10.0), terms.refined_job(back, 1e9, gap_s=1.0)
     rank_extra = (0.5e9 + terms.EXTRAS_PER_RANK_B) * (1 / 1e9 - 1 / 4e9)
     assert round(rank_extra, 3) == 0.375 and terms.RECLAIM_DELAY_S == 2.0 and soon["dcp-async"] == a
     assert late["dcp-async"]["durable_s"] == pytest.approx(a["durable_s"] + rank_extra)
@@ -216,7 +217,7 @@ def test_the_writers_cpu_time_after_the_host_took_memory_back_counts_once_the_ga
     # page-cache write into memory taken back (h = 1 GB/s against p = 4 GB/s) is 0.375 s more per rank's 0.5 GB
     t = dataclasses.replace(T, torch_crc_Bps=4e9, reclaimed_write_Bps=1e9, writer_cpu_s_per_B=1e-9,
                             writer_cpu_reclaimed_s_per_B=2.5e-9)
-    near, far = terms.refined_job(t, 1e9, gap_s=1.0), terms.refined_job(t, 1e9, gap_s=terms.RECLAIM_DELAY_S)
+    near, far = terms.refined_job(t, 1e9, gap_s=1.0), terms.refined_job(t, 1e9, gap_s=10.0)
     assert round(near["terms"]["writer_loss_s"], 3) == 0.5 and round(far["terms"]["writer_loss_s"], 3) == 1.25
     assert round(far["concurrent"]["overhead_s"] - near["concurrent"]["overhead_s"], 3) == 0.75
     # DCP: its loss takes u_h too, and the reclaimed write's 0.375 s per rank is not counted a second time;
@@ -270,7 +271,7 @@ def test_the_cores_ranks_leave_idle_take_what_they_can_of_what_the_writes_take()
     assert round(idle["terms"]["writer_loss_s"], 3) == round((1.6 - 0.5) / 2, 3)
     assert round(busy["concurrent"]["overhead_s"] - idle["concurrent"]["overhead_s"], 3) == 0.25
     # after the gap, the re-backed pages' accounted CPU (u_h - u = 1.5 ns/B) comes on top of the spinners' loss
-    back = terms.refined_job(dataclasses.replace(t, writer_cpu_reclaimed_s_per_B=2.5e-9), 1e9, gap_s=3.0)
+    back = terms.refined_job(dataclasses.replace(t, writer_cpu_reclaimed_s_per_B=2.5e-9), 1e9, gap_s=10.0)
     assert round(back["terms"]["writer_taken_s"], 3) == 3.1
     # ranks that never compute leave every core to the writers: no loss
     assert terms.refined_job(dataclasses.replace(t, busy_share=0.0, beside_write_s_per_B=1e-9), 1e9)[
@@ -413,3 +414,25 @@ def test_the_detection_is_the_launchers_keep_alive():
     conf = dict(RDZV_CONF)
     assert conf["keep_alive_interval"] * conf["keep_alive_max_attempt"] == terms.DETECT_S
 
+
+
+def test_the_memory_a_checkpoint_frees_is_the_hosts_2_s_after_its_write_ends_not_after_the_save():
+    # the older checkpoint is deleted (DCP's staging dropped) once the newer one is durable: 1.0 s after the
+    # concurrent engine's call returns (1 GB at 1 GB/s), 1.25 s after DCP's (its CRC-32 and page-cache write,
+    # then the write at its fsync). With 3.1 s between checkpoints the concurrent engine's memory has waited
+    # 2.1 s, the host's again, and its writes take u_h (2.5 ns/B, not 1): 1.25 s of loss on 2 cores, not 0.5;
+    # DCP's has waited 1.85 s, still the guest's: its figures are those of a short gap
+    t = dataclasses.replace(T, torch_crc_Bps=4e9, reclaimed_write_Bps=1e9, writer_cpu_s_per_B=1e-9,
+                            writer_cpu_reclaimed_s_per_B=2.5e-9)
+    held, j = terms.refined_job(t, 1e9, gap_s=1.0), terms.refined_job(t, 1e9, gap_s=3.1)
+    waits = (j["terms"]["reclaim_wait_concurrent_s"], j["terms"]["reclaim_wait_dcp_s"])
+    assert [round(w, 3) for w in waits] == [2.1, 1.85]
+    assert round(j["terms"]["writer_loss_s"], 3) == 1.25 and round(held["terms"]["writer_loss_s"], 3) == 0.5
+    assert j["dcp-async"] == held["dcp-async"] and "reclaimed_write_s" not in j["terms"]
+    assert round(j["concurrent"]["overhead_s"] - held["concurrent"]["overhead_s"], 3) == 0.75
+    # 3.3 s apart, DCP's has waited 2.05 s: its page-cache write of 0.5 GB runs at h = 1 GB/s, not 4 GB/s
+    far = terms.refined_job(t, 1e9, gap_s=3.3)
+    assert round(far["terms"]["reclaimed_write_s"], 3) == 0.5 and far["concurrent"] == j["concurrent"]
+    assert round(far["dcp-async"]["durable_s"] - held["dcp-async"]["durable_s"], 3) == round(0.5 - 0.5 / 4, 3)
+    # under the 2 s delay itself no wait is timed: the memory is the guest's whatever the engines' times
+    assert "reclaim_wait_dcp_s" not in terms.refined_job(t, 1e9, gap_s=1.99)["terms"]

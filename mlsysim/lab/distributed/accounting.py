@@ -8,7 +8,7 @@ counts each thread's user and kernel time and its page faults (``/proc/self/task
 whole machine's time per state (``/proc/stat``: user, system, idle, the host's ``steal`` ...).
 
 :func:`snapshot` reads them; rank 0 adds one to each step's event. :func:`cycles` takes, for each
-checkpoint, the same cycle as :func:`~mlsysim.lab.distributed.terms.overhead_per_checkpoint` (the first
+checkpoint, the same cycle as :func:`overhead_per_checkpoint` (the first
 ``every // 2`` steps after the checkpoint less the next ``every // 2``) of every count. The threads
 that ended between two snapshots (a save's own thread) count as the process's CPU time less its
 living threads'.
@@ -152,7 +152,7 @@ def gloo_cpu_s(events, plain: int) -> float | None:
 def cycles(events, every: int, plain: int) -> dict:
     """{count: [its growth in each checkpoint's cycle over its baseline]} from rank 0's step events
     (``step``, ``t`` and ``acct``, a :func:`snapshot`), for the checkpoints of
-    :func:`~mlsysim.lab.distributed.terms.overhead_per_checkpoint` with ``every`` >= 4: ``wall_s`` (the
+    :func:`overhead_per_checkpoint` with ``every`` >= 4: ``wall_s`` (the
     overhead), ``proc_s``, each role's ``*_user_s``, ``*_system_s`` and ``*_faults``, ``ended_s``,
     ``machine_busy_s`` (the machine's core-seconds of work: all but idle and I/O wait),
     ``machine_idle_s`` and ``steal_s``."""
@@ -175,3 +175,61 @@ def cycles(events, every: int, plain: int) -> dict:
 def means(c: dict) -> dict:
     """The mean of each count's growth over the cycles of :func:`cycles`."""
     return {k: statistics.mean(v) for k, v in c.items()}
+
+
+def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
+    """The measured overhead per checkpoint from rank 0's step events of one job (each with ``t``, the
+    clock at the end of the step): the first ``plain`` steps ran without checkpoints, then one every
+    ``every`` steps. A checkpoint's cycle is from the end of its step to the end of the steps after it
+    (its stall included). With ``every`` >= 4 each cycle has a baseline of its own, in the same stretch
+    of the job: the cycle is the first ``every // 2`` steps after the checkpoint, the baseline the next
+    ``every // 2``, the last before the next checkpoint (a background write done by then); a job whose
+    steps drift (warming up, the machine's other load) biases no cycle against a baseline timed minutes
+    before. With ``every`` < 4 the cycle is the ``every`` steps after the checkpoint, less ``every`` plain
+    steps (the median of the plain steps after the first). Returns ``plain_step_s``, ``plain_churn_Bps`` (the
+    memory rank 0 faults in per second in a plain step, where the events hold ``acct``:
+    :func:`~mlsysim.lab.distributed.accounting.churn_Bps`; None otherwise), ``plain_gloo_cpu_s`` (its gloo
+    threads' CPU time in a plain step: :func:`~mlsysim.lab.distributed.accounting.gloo_cpu_s`), ``plain_step_cpu_s``
+    (the rank's CPU time in a plain step, all its threads, where the events hold ``cpu``, its
+    ``time.process_time()``; None otherwise), ``overheads_s`` (one per checkpoint with a full interval
+    after it), ``overhead_s`` (their mean: what the training paid in all, per checkpoint, as a run
+    with checkpoints less one without; None without any) and, where the events hold ``cpu``, the same
+    of the rank's CPU time (``overheads_cpu_s``, ``overhead_cpu_s``: its own background work, a
+    writer thread's included, beside what the training's threads spent more).
+
+    >>> ev = [{"step": s, "t": 0.1 * s + (0.05 if s > 6 else 0) + (0.03 if s > 8 else 0)} for s in range(1, 11)]
+    >>> o = overhead_per_checkpoint(ev, every=2, plain=4)
+    >>> round(o["plain_step_s"], 3), [round(x, 3) for x in o["overheads_s"]]
+    (0.1, [0.05, 0.03])
+    >>> t = [0.2 * s - 0.05 * max(0, s - 12) + (0.05 if s > 8 else 0) for s in range(1, 17)]  # 0.15 s from step 13
+    >>> o = overhead_per_checkpoint([{"step": s, "t": x} for s, x in enumerate(t, start=1)], every=4, plain=4)
+    >>> [round(x, 3) for x in o["overheads_s"]]     # against the plain steps, the second would be 0.3 - 0.4
+    [0.05, 0.0]
+    """
+    check_integer("every", every)
+    if type(plain) is not int or plain < 2:
+        raise MlsysimError(f"plain must be an integer >= 2 (steps without checkpoints, the first one a warm-up), "
+                           f"got {plain!r}")
+    t = {e["step"]: e["t"] for e in events if "step" in e and "t" in e}
+    base = [t[s] - t[s - 1] for s in range(2, plain + 1) if s in t and s - 1 in t]
+    if not base:
+        raise MlsysimError("no plain step was timed: the events hold no 't' of consecutive steps")
+    step = statistics.median(base)
+    cpu = {e["step"]: e["cpu"] for e in events if "step" in e and "cpu" in e}
+    cpu_base = [cpu[s] - cpu[s - 1] for s in range(2, plain + 1) if s in cpu and s - 1 in cpu]
+    halves = checkpoint_cycles(t, every, plain) if every >= 4 else []
+    ck = [s for s, _, _ in halves] if every >= 4 else [s for s in sorted(t) if s > plain and s % every == 0
+                                                       and s + every in t]
+
+    def per_cycle(x: dict, plain_s: float) -> list:
+        if every >= 4:
+            return [(x[c] - x[s]) - (x[b] - x[c]) for s, c, b in halves]
+        return [x[s + every] - x[s] - every * plain_s for s in ck]
+
+    over = per_cycle(t, step)
+    cpu_over = per_cycle(cpu, statistics.median(cpu_base)) if cpu_base and all(
+        s in cpu and s + every in cpu for s in ck) else None
+    return {"plain_step_s": step, "plain_step_cpu_s": statistics.median(cpu_base) if cpu_base else None,
+            "plain_churn_Bps": churn_Bps(events, plain), "plain_gloo_cpu_s": gloo_cpu_s(events, plain),
+            "overheads_s": over, "overhead_s": statistics.mean(over) if over else None,
+            "overheads_cpu_s": cpu_over, "overhead_cpu_s": statistics.mean(cpu_over) if cpu_over else None}

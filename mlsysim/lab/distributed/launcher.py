@@ -528,7 +528,7 @@ class DistributedRun:
     (rank 0; not part of any checkpoint's stall). ``downtime_s``: for each kill, the seconds until the job
     had resumed, as the driver saw them (detection, rendezvous, new processes and the recovery itself).
     With ``plain_steps`` (steps without checkpoints first): ``plain_step_s``, ``plain_churn_Bps``, ``plain_gloo_cpu_s``,
-    ``overheads_s``, ``overhead_s``, the same of rank 0's CPU (:func:`~.terms.overhead_per_checkpoint`).
+    ``overheads_s``, ``overhead_s``, the same of rank 0's CPU (:func:`~.accounting.overhead_per_checkpoint`).
     ``reference_losses``: the uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``:
     :mod:`mlsysim.lab.distributed.predict`'s for this job on this machine (with ``predict=True``)."""
 

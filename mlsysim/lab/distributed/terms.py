@@ -83,8 +83,9 @@ to its host (virtio-balloon free page reporting): Linux hands a free block of 2 
 :data:`RECLAIM_DELAY_S` after it was freed, and the host must back it again before the guest uses it.
 The page cache takes such blocks for a file's pages. This package's writers keep at most 64 MiB of a
 file cached and reuse those pages (p); DCP's writer leaves its whole file cached, and the memory the
-deletion of its older checkpoint freed has gone back to the host once the training between two
-checkpoints (``gap_s``) lasts longer than that delay: its write then runs at h, not p.
+deletion of its older checkpoint freed (once the newer one is durable) has gone back to the host once
+the training until the next checkpoint (``gap_s`` less the save's time from its return to durable)
+lasts longer than that delay: its write then runs at h, not p.
 
 The refined prediction, for a state of S bytes, R = S/N + E per rank (FSDP), t the CRC-32 inside
 ``torch.save`` (DCP's writer), and a = 1/f_N − 1/c_N per byte (the page faults of new memory). The
@@ -113,8 +114,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   what they can in the writers' time, and the N ranks lose the rest over their N cores). Ranks that
   wait in a collective leave cycles that the writers take for nothing, so the loss can be smaller. It
   replaces the slowest busy process's loss, a difference of two timings of a few tenths of a second,
-  whose noise can exceed the loss itself. Where the gap between checkpoints is at least
-  :data:`RECLAIM_DELAY_S`, u_h stands for u: the pages each write frees have gone back to the host
+  whose noise can exceed the loss itself. Where the gap between checkpoints, less the writes' time to
+  durable, is at least :data:`RECLAIM_DELAY_S`, u_h stands for u: the pages each write frees have gone back to the host
   before the next checkpoint, whose writers take them again. Where u_c was measured it stands for
   both, whatever the gap: the training churns memory beside every write. Linux hands the pages it
   frees to the next allocation before the blocks it reported to the host
@@ -147,7 +148,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   beside it. Overhead = N R / F_N + max(d_s, d_o) +
   N R (1/t + 1/p) / C (d_o: what the save's fixed work, its background thread's included, takes from
   the steps beside it); without :func:`~.probes.engine_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap
-  between checkpoints is at least :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs
+  between checkpoints, less DCP's time from its call's return to durable (the older checkpoint is deleted
+  then, its staging dropped), is at least :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs
   R (1/h − 1/p) more, in the durable time (times v) and in the overhead (N R (1/h − 1/p) / C,
   which u_h holds already where it stands for u; u_c does not: the file DCP leaves cached is memory the
   job holds beyond what it churns, so the host must back it again however the training churns);
@@ -192,12 +194,14 @@ import numpy as np
 
 from ...checkpoint import EXTRAS_PER_RANK_B
 from ...errors import MlsysimError, check_integer, check_positive
-from .accounting import checkpoint_cycles, churn_Bps, gloo_cpu_s
+from .accounting import overhead_per_checkpoint  # noqa: F401  (re-exported)
 from .beside import RECLAIM_DELAY_S, RECLAIM_WAIT_S, beside, steal_s, together_s  # noqa: F401  (re-exported)
 
 #: the rendezvous' detection of a dead node, seconds: keep_alive_interval (1 s) x keep_alive_max_attempt (2),
 #: as :data:`mlsysim.lab.distributed.launcher.RDZV_CONF` sets them
 DETECT_S = 2.0
+#: the terms in seconds that only dcp-async's figures use (the rest are the writers' and the machine's)
+DCP_TERMS = ("torch_crc_s", "reclaimed_write_s")
 #: the most bytes :func:`measure_terms` writes for a floor, a copy or a disk rate; the rates are per byte, so
 #: larger states scale them (the writers beside busy processes, :func:`beside`, are timed at the job's size)
 PROBE_CAP_B = 256e6
@@ -476,10 +480,45 @@ def _sizes(t: Terms, size_B: float, mode: str) -> tuple[float, float, float]:
 def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0) -> dict:
     """{engine: {stall_s, durable_s, overhead_s}} for the ``concurrent`` engine and ``dcp-async`` (the
     module's formulas), and the terms in seconds (``terms``). dcp-async needs ``torch_crc_Bps``;
-    ``gap_s``, the training between two checkpoints (seconds), decides whether the writes take memory
-    the host has taken back (at least :data:`RECLAIM_DELAY_S`, and ``reclaimed_write_Bps`` or u_h measured)."""
+    ``gap_s``, the training between two checkpoints (seconds), decides whether an engine's writes take
+    memory the host has taken back (``reclaimed_write_Bps`` or u_h measured): the memory a checkpoint
+    frees (the older checkpoint's files, deleted once the newer one is durable; DCP's staging, dropped
+    with its write) is free from the end of its write, so the wait before the next checkpoint's writes is
+    ``gap_s`` less the engine's time from its save's return to durable (``durable_s`` − ``stall_s``, as
+    predicted for memory the guest holds), and the host has the memory back where that wait is at least
+    :data:`RECLAIM_DELAY_S`. ``terms`` gains each wait (``reclaim_wait_concurrent_s``,
+    ``reclaim_wait_dcp_s``) where ``gap_s`` reaches the delay.
+
+    >>> t = Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9,
+    ...           fresh_copy_Bps=5e9, crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9,
+    ...           torch_crc_Bps=2e9, reclaimed_write_Bps=1e9)
+    >>> j = refined_job(t, 1e9, gap_s=3.0)   # durable 1.0 s (concurrent) and 1.375 s (DCP) after the call
+    >>> round(j["terms"]["reclaim_wait_concurrent_s"], 3), round(j["terms"]["reclaim_wait_dcp_s"], 3)
+    (2.0, 1.625)
+    >>> "reclaimed_write_s" in j["terms"]            # only the concurrent engine's memory is the host's
+    False
+    >>> round(refined_job(t, 1e9, gap_s=3.5)["terms"]["reclaimed_write_s"], 2)   # DCP's wait 2.125 s: R / h
+    0.5
+    """
     if not (0 <= gap_s < math.inf):
         raise MlsysimError(f"gap_s must be a time >= 0 s between checkpoints, got {gap_s!r}")
+    held = _job(t, size_B, mode, taken_back=False)
+    if gap_s < RECLAIM_DELAY_S:                  # no wait reaches the delay
+        return held
+    waits = {e: gap_s - (f["durable_s"] - f["stall_s"]) for e, f in held.items() if e != "terms"}
+    back = {e: w >= RECLAIM_DELAY_S for e, w in waits.items()}
+    jobs = {b: held if not b else _job(t, size_B, mode, taken_back=True) for b in set(back.values())}
+    out = {e: jobs[b][e] for e, b in back.items()}
+    own, dcp = jobs[back["concurrent"]]["terms"], jobs[back.get("dcp-async", back["concurrent"])]["terms"]
+    out["terms"] = {**{k: v for k, v in own.items() if k not in DCP_TERMS},
+                    **{k: v for k, v in dcp.items() if k in DCP_TERMS}}
+    out["terms"].update({f"reclaim_wait_{'dcp' if e == 'dcp-async' else e}_s": w for e, w in waits.items()})
+    return out
+
+
+def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
+    """:func:`refined_job`'s figures with the memory the last checkpoint freed the host's (``taken_back``)
+    or the guest's."""
     total, rank, copied = _sizes(t, size_B, mode)
     n, c = t.world, t.cores
     write = total / (t.shared_write_Bps or t.write_Bps)
@@ -499,7 +538,6 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
     if t.beside_write_s_per_B is not None:
         loss = t.beside_loss_s_per_B * total
         out["terms"].update(beside_write_s=t.beside_write_s_per_B * total, beside_loss_s=loss)
-    taken_back = gap_s >= RECLAIM_DELAY_S         # the memory the last checkpoint freed is the host's again
     churned = t.writer_cpu_churned_s_per_B is not None    # the writes meet the training's churn at every gap
     u_back = taken_back and t.writer_cpu_reclaimed_s_per_B is not None and not churned
     if t.writer_cpu_s_per_B is not None:
@@ -611,64 +649,6 @@ def refined_recovery(t: Terms, size_B: float) -> dict:
         out["downtime_peer_s"] = t.start_s + out["peer_memory_s"]
         out["downtime_storage_s"] = t.start_s + out["storage_s"]
     return out
-
-
-def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
-    """The measured overhead per checkpoint from rank 0's step events of one job (each with ``t``, the
-    clock at the end of the step): the first ``plain`` steps ran without checkpoints, then one every
-    ``every`` steps. A checkpoint's cycle is from the end of its step to the end of the steps after it
-    (its stall included). With ``every`` >= 4 each cycle has a baseline of its own, in the same stretch
-    of the job: the cycle is the first ``every // 2`` steps after the checkpoint, the baseline the next
-    ``every // 2``, the last before the next checkpoint (a background write done by then); a job whose
-    steps drift (warming up, the machine's other load) biases no cycle against a baseline timed minutes
-    before. With ``every`` < 4 the cycle is the ``every`` steps after the checkpoint, less ``every`` plain
-    steps (the median of the plain steps after the first). Returns ``plain_step_s``, ``plain_churn_Bps`` (the
-    memory rank 0 faults in per second in a plain step, where the events hold ``acct``:
-    :func:`~mlsysim.lab.distributed.accounting.churn_Bps`; None otherwise), ``plain_gloo_cpu_s`` (its gloo
-    threads' CPU time in a plain step: :func:`~mlsysim.lab.distributed.accounting.gloo_cpu_s`), ``plain_step_cpu_s``
-    (the rank's CPU time in a plain step, all its threads, where the events hold ``cpu``, its
-    ``time.process_time()``; None otherwise), ``overheads_s`` (one per checkpoint with a full interval
-    after it), ``overhead_s`` (their mean: what the training paid in all, per checkpoint, as a run
-    with checkpoints less one without; None without any) and, where the events hold ``cpu``, the same
-    of the rank's CPU time (``overheads_cpu_s``, ``overhead_cpu_s``: its own background work, a
-    writer thread's included, beside what the training's threads spent more).
-
-    >>> ev = [{"step": s, "t": 0.1 * s + (0.05 if s > 6 else 0) + (0.03 if s > 8 else 0)} for s in range(1, 11)]
-    >>> o = overhead_per_checkpoint(ev, every=2, plain=4)
-    >>> round(o["plain_step_s"], 3), [round(x, 3) for x in o["overheads_s"]]
-    (0.1, [0.05, 0.03])
-    >>> t = [0.2 * s - 0.05 * max(0, s - 12) + (0.05 if s > 8 else 0) for s in range(1, 17)]  # 0.15 s from step 13
-    >>> o = overhead_per_checkpoint([{"step": s, "t": x} for s, x in enumerate(t, start=1)], every=4, plain=4)
-    >>> [round(x, 3) for x in o["overheads_s"]]     # against the plain steps, the second would be 0.3 - 0.4
-    [0.05, 0.0]
-    """
-    check_integer("every", every)
-    if type(plain) is not int or plain < 2:
-        raise MlsysimError(f"plain must be an integer >= 2 (steps without checkpoints, the first one a warm-up), "
-                           f"got {plain!r}")
-    t = {e["step"]: e["t"] for e in events if "step" in e and "t" in e}
-    base = [t[s] - t[s - 1] for s in range(2, plain + 1) if s in t and s - 1 in t]
-    if not base:
-        raise MlsysimError("no plain step was timed: the events hold no 't' of consecutive steps")
-    step = statistics.median(base)
-    cpu = {e["step"]: e["cpu"] for e in events if "step" in e and "cpu" in e}
-    cpu_base = [cpu[s] - cpu[s - 1] for s in range(2, plain + 1) if s in cpu and s - 1 in cpu]
-    halves = checkpoint_cycles(t, every, plain) if every >= 4 else []
-    ck = [s for s, _, _ in halves] if every >= 4 else [s for s in sorted(t) if s > plain and s % every == 0
-                                                       and s + every in t]
-
-    def cycles(x: dict, plain_s: float) -> list:
-        if every >= 4:
-            return [(x[c] - x[s]) - (x[b] - x[c]) for s, c, b in halves]
-        return [x[s + every] - x[s] - every * plain_s for s in ck]
-
-    over = cycles(t, step)
-    cpu_over = cycles(cpu, statistics.median(cpu_base)) if cpu_base and all(
-        s in cpu and s + every in cpu for s in ck) else None
-    return {"plain_step_s": step, "plain_step_cpu_s": statistics.median(cpu_base) if cpu_base else None,
-            "plain_churn_Bps": churn_Bps(events, plain), "plain_gloo_cpu_s": gloo_cpu_s(events, plain),
-            "overheads_s": over, "overhead_s": statistics.mean(over) if over else None,
-            "overheads_cpu_s": cpu_over, "overhead_cpu_s": statistics.mean(cpu_over) if cpu_over else None}
 
 
 def start_s(launch, nproc: int, nodes: int = 1, d_model: int = 32, layers: int = 2, repeats: int = 1) -> float:
