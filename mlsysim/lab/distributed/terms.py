@@ -80,8 +80,9 @@ stager on the job's own state, at its size, every rank at once, and stands for F
 
 **Which memory the host has taken back.** This machine is a virtual machine that reports free memory
 to its host (virtio-balloon free page reporting): Linux hands a free block of 2 MB or more back
-:data:`RECLAIM_DELAY_S` after it was freed, and the host must back it again before the guest uses it.
-The page cache takes such blocks for a file's pages. This package's writers keep at most 64 MiB of a
+:data:`RECLAIM_DELAY_S` after it was freed (sooner where a report is already pending, as other frees
+make it: the model takes the delay whole, and near it a run can meet either), and the host must back
+it again before the guest uses it. The page cache takes such blocks for a file's pages. This package's writers keep at most 64 MiB of a
 file cached and reuse those pages (p); DCP's writer leaves its whole file cached, and the memory the
 deletion of its older checkpoint freed (once the newer one is durable) has gone back to the host once
 the training until the next checkpoint (``gap_s`` less the save's time from its return to durable)
