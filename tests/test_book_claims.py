@@ -227,9 +227,10 @@ def _run_s(path) -> float:
 def test_instructors_run_times():
     runs = {ms.exercises.notebook_id(p): _run_s(p) for p in NOTEBOOKS}
     slow = {"06a", "06c"}
-    assert all(0 < s < 40 for n, s in runs.items() if n not in slow) and 40 < runs["06a"] < 180 \
+    assert all(0 < s < 40 for n, s in runs.items() if n not in slow) and 10 < runs["06a"] < 30 \
         and 60 < runs["06c"] < 400, \
-        f"claim notebook-run-times: well under a minute but for 06a (a minute or two) and 06c (a few): {runs}"
+        f"claim notebook-run-times: well under a minute but for 06a (up to a minute or two; its stored run under " \
+        f"half a minute) and 06c (a few): {runs}"
 
 
 def test_instructors_markdown_markers():
