@@ -229,8 +229,7 @@ def test_instructors_run_times():
     slow = {"06a", "06c"}
     assert all(0 < s < 40 for n, s in runs.items() if n not in slow) and 10 < runs["06a"] < 30 \
         and 60 < runs["06c"] < 400, \
-        f"claim notebook-run-times: well under a minute but for 06a (up to a minute or two; its stored run under " \
-        f"half a minute) and 06c (a few): {runs}"
+        f"claim notebook-run-times: under a minute; 06a up to two, stored under 30 s; 06c a few: {runs}"
 
 
 def test_instructors_markdown_markers():
