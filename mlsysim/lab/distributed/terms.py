@@ -61,7 +61,8 @@ timings in the same run):
         the same without the writers: the host's work for them
   ρ     a rank's CPU time in a training step without            the job's own plain steps
         checkpoints, over the step's seconds (its busy share)   (:func:`overhead_per_checkpoint`)
-  g     the same of its gloo threads alone                      the job's own plain steps
+  g     the same of its gloo threads alone (recorded, left      the job's own plain steps
+        out of the model: see the concurrent engine below)
   T     process start and rendezvous of a torchrun job          :func:`start_s` (to the resume event)
 ======  ======================================================  =====================================
 
@@ -133,11 +134,10 @@ for S / W and S / r (a single reader or writer keeps W and r).
   one's), they are m S min(N, C) (+ (u_h − u) S after the gap, or (u_c − u) S). Ranks are not busy all the time (they
   wait in collectives): with ρ measured, the C − N ρ cores they leave idle
   take what they can while the writers run (the durable time's middle term, w), and
-  loss = max(0, taken − max(0, C − N ρ) x w) / min(N, C). gloo's threads take CPU time in proportion to the
-  time a step lasts, not to its work (on 2 ranks at a gigabyte, about the same share of a core per second in
-  plain steps and in the steps a checkpoint held up): while the training is held up they go on taking g of a
-  core per rank, so of the min(N, C) cores the ranks hold only min(N, C) − N g catch up, and with g
-  measured the loss (and DCP's extra below) is min(N, C) / (min(N, C) − N g) times that (:func:`polling`);
+  loss = max(0, taken − max(0, C − N ρ) x w) / min(N, C). gloo's threads (g, recorded) are left out: their
+  CPU time follows the collectives' bytes, not the time a step lasts, and does not grow while the training is
+  held up (in a checkpoint's cycle at a gigabyte, +0.07 s on 4 ranks and −0.02 s on 2 where g of a core per
+  second would have added 0.33 and 0.18 s; ``benchmarks/records/lab_dist_cpu-2026-12-04.json``);
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads; N R / σ
   for N R / F_N here and below where σ was measured, and d_s and d_o less σ_s, the probe's own
   staging: the job's is in N R / σ);
@@ -526,12 +526,9 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
     k, p = rank / t.crc_Bps, rank / t.cache_write_Bps
     rho = 1.0 if t.busy_share is None else min(1.0, t.busy_share)    # a rank: one thread that computes
     slowed = share(n, c)                         # the writers take the cores first, the ranks run in the rest
-    polled = polling(t)
     out = {"terms": {"copy_s": copied / t.parallel_copy_Bps, "fresh_copy_s": copied / t.parallel_fresh_Bps,
                      "write_s": write, "crc_s": k, "cache_write_s": p, "share_training": share(2 * n, c),
                      "writers_slowed": slowed}}
-    if t.gloo_share is not None:
-        out["terms"]["gloo_polling"] = polled
     stall = copied / t.parallel_copy_Bps + (t.own_stall_s or 0.0)     # the copy, then the fixed cost per call
     lat = t.latency_s
     cpu_s = (k + p) * slowed                     # the writers' CPU work, N writers on C cores
@@ -554,7 +551,7 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
         elif t.beside_mean_loss_s_per_B is not None:
             taken = t.beside_mean_loss_s_per_B * total * min(n, c) + cpu - t.writer_cpu_s_per_B * total
         free = max(0.0, c - n * rho)             # cores the ranks leave idle
-        loss = max(0.0, taken - free * writers) / min(n, c) * polled
+        loss = max(0.0, taken - free * writers) / min(n, c)
         out["terms"].update(writer_cpu_s=cpu, writer_taken_s=taken, idle_taken_s=min(taken, free * writers),
                             writer_loss_s=loss)
     out["terms"]["writers_s"] = writers
@@ -589,25 +586,7 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
     cached = (k + p + extra) * terms["writers_slowed"]     # into the page cache; written back only by fsync
     return {"stall_s": copy + fixed_s, "durable_s": copy + fixed_s + cached + terms["write_s"] + fixed_d,
             "overhead_s": copy + max(fixed_s, (t.dcp_overhead_s or 0.0) - small) + loss
-            + n * from_training / c * polling(t)}
-
-
-def polling(t: Terms) -> float:
-    """How many times the training's loss to the writes' CPU time its gloo threads make it: each second the
-    training is held up, they take ``gloo_share`` of a core per rank, as in a step without checkpoints, so of
-    the min(N, C) cores the ranks hold only min(N, C) − N g catch up, min(N, C) / (min(N, C) − N g) times
-    the loss (1 where g was not measured; at most 4, the rest a measurement's noise).
-
-    >>> import dataclasses
-    >>> round(polling(dataclasses.replace(Terms(cores=2, world=2, copy_Bps=1, parallel_copy_Bps=1,
-    ...     parallel_fresh_Bps=1, fresh_copy_Bps=1, crc_Bps=1, cache_write_Bps=1, write_Bps=1, read_cold_Bps=1),
-    ...     gloo_share=0.2)), 3)            # 2 / (2 - 2 x 0.2)
-    1.25
-    """
-    if t.gloo_share is None:
-        return 1.0
-    held = min(t.world, t.cores)
-    return held / max(held - t.world * t.gloo_share, held / 4)
+            + n * from_training / c}
 
 
 def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
