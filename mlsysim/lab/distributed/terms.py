@@ -83,11 +83,11 @@ stager on the job's own state, at its size, every rank at once, and stands for F
 to its host (virtio-balloon free page reporting): Linux hands a free block of 2 MB or more back
 :data:`RECLAIM_DELAY_S` after it was freed (sooner where a report is already pending, as other frees
 make it: the model takes the delay whole, and near it a run can meet either), and the host must back
-it again before the guest uses it. The page cache takes such blocks for a file's pages. This package's writers keep at most 64 MiB of a
-file cached and reuse those pages (p); DCP's writer leaves its whole file cached, and the memory the
-deletion of its older checkpoint freed (once the newer one is durable) has gone back to the host once
-the training until the next checkpoint (``gap_s`` less the save's time from its return to durable)
-lasts longer than that delay: its write then runs at h, not p.
+it again before the guest uses it. The page cache takes such blocks for a file's pages. This package's
+writers keep at most 64 MiB of a file cached and reuse those pages (p); DCP's writer leaves its whole
+file cached, and the memory the deletion of its older checkpoint freed (once the newer one is durable)
+has gone back to the host once the training until the next checkpoint (``gap_s`` less the save's time
+from its return to durable) lasts longer than that delay: its write then runs at h, not p.
 
 The refined prediction, for a state of S bytes, R = S/N + E per rank (FSDP), t the CRC-32 inside
 ``torch.save`` (DCP's writer), and a = 1/f_N − 1/c_N per byte (the page faults of new memory). The
@@ -117,8 +117,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   wait in a collective leave cycles that the writers take for nothing, so the loss can be smaller. It
   replaces the slowest busy process's loss, a difference of two timings of a few tenths of a second,
   whose noise can exceed the loss itself. Where the gap between checkpoints, less the writes' time to
-  durable, is at least :data:`RECLAIM_DELAY_S`, u_h stands for u: the pages each write frees have gone back to the host
-  before the next checkpoint, whose writers take them again. Where u_c was measured it stands for
+  durable, is at least :data:`RECLAIM_DELAY_S`, u_h stands for u: the pages each write frees have gone
+  back to the host before the next checkpoint, whose writers take them again. Where u_c was measured it stands for
   both, whatever the gap: the training churns memory beside every write. Linux hands the pages it
   frees to the next allocation before the blocks it reported to the host
   (:mod:`~mlsysim.lab.distributed.beside`), and the writers, which keep no more cached than their
