@@ -203,6 +203,8 @@ from .beside import RECLAIM_DELAY_S, RECLAIM_WAIT_S, beside, steal_s, together_s
 DETECT_S = 2.0
 #: the terms in seconds that only dcp-async's figures use (the rest are the writers' and the machine's)
 DCP_TERMS = ("torch_crc_s", "reclaimed_write_s")
+#: each engine's wait before the host has the memory its checkpoint freed, as :func:`refined_job` names it
+WAIT_KEYS = {"concurrent": "reclaim_wait_concurrent_s", "dcp-async": "reclaim_wait_dcp_s"}
 #: the most bytes :func:`measure_terms` writes for a floor, a copy or a disk rate; the rates are per byte, so
 #: larger states scale them (the writers beside busy processes, :func:`beside`, are timed at the job's size)
 PROBE_CAP_B = 256e6
@@ -508,12 +510,12 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
         return held
     waits = {e: gap_s - (f["durable_s"] - f["stall_s"]) for e, f in held.items() if e != "terms"}
     back = {e: w >= RECLAIM_DELAY_S for e, w in waits.items()}
-    jobs = {b: held if not b else _job(t, size_B, mode, taken_back=True) for b in set(back.values())}
+    jobs = {False: held, True: _job(t, size_B, mode, taken_back=True) if any(back.values()) else held}
     out = {e: jobs[b][e] for e, b in back.items()}
     own, dcp = jobs[back["concurrent"]]["terms"], jobs[back.get("dcp-async", back["concurrent"])]["terms"]
     out["terms"] = {**{k: v for k, v in own.items() if k not in DCP_TERMS},
-                    **{k: v for k, v in dcp.items() if k in DCP_TERMS}}
-    out["terms"].update({f"reclaim_wait_{'dcp' if e == 'dcp-async' else e}_s": w for e, w in waits.items()})
+                    **{k: v for k, v in dcp.items() if k in DCP_TERMS},
+                    **{WAIT_KEYS[e]: w for e, w in waits.items()}}
     return out
 
 
