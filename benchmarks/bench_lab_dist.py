@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -51,12 +52,22 @@ from pathlib import Path
 from lab_report import finish
 
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "distributed" / "data" / "benchmark.json"
-STEPS, EVERY = 28, 4         # seven checkpoints per run (steps 8 to 32): the stall and durable medians are
-                             # over seven; the overhead's mean over the six with a full interval after them
-JOB_TIMEOUT_S = 900          # a job's limit: 32 steps of the slowest point (4 ranks, 1 GB) take about 270 s
+EVERY = 4                    # a checkpoint every four steps after the plain ones (steps 8, 12, ...)
+CHECKPOINTS = ((100e6, 25), (math.inf, 13))   # per run, by state size: (below this many bytes, checkpoints);
+                             # the stall and durable medians are over all, the overhead's mean over all but the
+                             # last (a full interval after each). A cycle's overhead spreads by about half its
+                             # mean from one checkpoint to the next on this machine, so the mean needs a dozen
+                             # or more to be surer than the ±25 % bound; short steps make two dozen cheap.
+JOB_TIMEOUT_S = 900          # a job's limit: 56 steps of the slowest point (4 ranks, 1 GB) take about 250 s
 RESTORES = 5                 # each restore scheme timed five times in one job: the median
 NODE_LOSS_STEPS, NODE_LOSS_EVERY = 6, 2   # the two-node run that loses a node: three checkpoints
 PLAIN = 4                    # steps trained before any checkpoint (the first one a warm-up)
+
+
+def steps_for(state_B: float) -> int:
+    """The steps of a run at ``state_B`` bytes of state: the plain ones, then :data:`CHECKPOINTS`' count
+    of checkpoints, one every :data:`EVERY` steps."""
+    return PLAIN + EVERY * next(n for below, n in CHECKPOINTS if state_B < below)
 
 
 def _engine(run, naive: dict, refined: dict) -> dict:
@@ -95,8 +106,9 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     from mlsysim.lab.distributed import predict, refine, terms
     from mlsysim.lab.distributed.restore import config_for, measure_restores
     from mlsysim.lab.distributed.launcher import run_distributed
-    cfg = config_for(size_B, 32, layers, PLAIN + STEPS)
-    kw = dict(nproc=nproc, steps=PLAIN + STEPS, every=EVERY, d_model=cfg.d_model, layers=layers, plain_steps=PLAIN,
+    steps = steps_for(size_B)
+    cfg = config_for(size_B, 32, layers, steps)
+    kw = dict(nproc=nproc, steps=steps, every=EVERY, d_model=cfg.d_model, layers=layers, plain_steps=PLAIN,
               timeout_s=JOB_TIMEOUT_S)
     tag = f"{nproc} ranks, {cfg.state_B / 1e6:.0f} MB"
     say(f"{tag}: concurrent")
@@ -115,7 +127,7 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     ref = terms.refined_job(t, cfg.state_B, "fsdp", gap_s=EVERY * dcpa.plain_step_s)
     schemes = [_scheme(dataclasses.replace(s, predicted=predict.predict_restore(s.scheme, cfg.state_B, nproc, naive_m)),
                        terms.refined_restore(t, s.scheme, cfg.state_B)) for s in rest.schemes]
-    return {"world_size": nproc, "state_B": cfg.state_B, "d_model": cfg.d_model, "layers": layers,
+    return {"world_size": nproc, "state_B": cfg.state_B, "d_model": cfg.d_model, "layers": layers, "steps": steps,
             "concurrent": {**_engine(conc, naive, ref["concurrent"]), "prepare_s": conc.prepare_s},
             "dcp_async": _engine(dcpa, naive, ref["dcp-async"]),
             "predicted": {"concurrent_stall_s": p.concurrent_stall_s, "durable_s": p.durable_s,
@@ -185,7 +197,8 @@ def main(argv=None) -> int:
     losses = [_node_loss(n, max(sizes), a.layers, measured[n, max(sizes)][1], say) for n in worlds if n % 2 == 0]
     d = {"schema": "mlsysim.lab.dist-benchmark/2", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)),
          "command": "python benchmarks/bench_lab_dist.py " + " ".join(argv or sys.argv[1:]),
-         "machine": {**machine_facts(None), "torch": torch.__version__}, "steps": PLAIN + STEPS, "every": EVERY,
+         "machine": {**machine_facts(None), "torch": torch.__version__},
+         "steps": max(q["steps"] for q, _ in measured.values()), "every": EVERY,
          "plain_steps": PLAIN, "points": [q for q, _ in measured.values()], "node_loss": losses,
          "wall_s": time.time() - t0}
     return _report(d, a)
@@ -193,13 +206,13 @@ def main(argv=None) -> int:
 
 def _report(d: dict, a) -> int:
     from mlsysim.lab.distributed.results import model_table, targets
-    print("| figure | naive s | refined s | measured s | measured / refined | holds |")
-    print("|---|---|---|---|---|---|")
+    print("| figure | naive s | refined s | measured s | standard error s | measured / refined | holds | within 2 s.e. |")
+    print("|---|---|---|---|---|---|---|---|")
+    num = lambda x: "-" if x is None else f"{x:.3f}"
     for r in model_table(d):
-        print(f"| {r['figure']} | {r['naive_s']:.3f} | {r['refined_s']:.3f} | {r['measured_s']:.3f} | "
-              f"{r['ratio']:.2f} | {'yes' if r['holds'] else 'NO'} |" if r["naive_s"] is not None else
-              f"| {r['figure']} | - | {r['refined_s']:.3f} | {r['measured_s']:.3f} | {r['ratio']:.2f} | "
-              f"{'yes' if r['holds'] else 'NO'} |")
+        print(f"| {r['figure']} | {num(r['naive_s'])} | {r['refined_s']:.3f} | {r['measured_s']:.3f} | "
+              f"{num(r['measured_se_s'])} | {r['ratio']:.2f} | {'yes' if r['holds'] else 'NO'} | "
+              f"{'yes' if r['consistent'] else 'NO'} |")
     return finish(targets(d), d, ([a.json] if a.json else []) + ([RECORD] if a.record else []))
 
 

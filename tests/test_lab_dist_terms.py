@@ -8,7 +8,7 @@ import pytest
 
 from mlsysim.errors import MlsysimError
 from mlsysim.lab.distributed import terms
-from mlsysim.lab.distributed.results import model_table, targets
+from mlsysim.lab.distributed.results import model_table, standard_error, targets
 
 T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
                 crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
@@ -371,7 +371,7 @@ def _record() -> dict:
 def test_the_table_lists_every_figure_beside_both_predictions():
     rows = model_table(_record())
     assert len(rows) == 6 + 1 + 4 and set(rows[0]) == {"figure", "naive_s", "refined_s", "measured_s", "ratio",
-                                                      "holds", "naive_holds"}
+                                                      "holds", "naive_holds", "measured_se_s", "consistent"}
     by = {r["figure"]: r for r in rows}
     c = by["2 ranks, 1000 MB: concurrent durable"]
     assert c["ratio"] == 1.1 and c["holds"] and c["naive_holds"] is False
@@ -380,6 +380,26 @@ def test_the_table_lists_every_figure_beside_both_predictions():
     down = by["2 nodes x 1, 1000 MB: downtime, storage recovery"]
     assert down["naive_s"] is None and down["naive_holds"] is None and not down["holds"]   # 12 s vs 16 s: 33 % off
     assert [t[1] for t in targets(_record())].count(False) == len([r for r in rows if not r["holds"]])
+    assert c["measured_se_s"] == 0.0 and c["consistent"]               # three equal medians: no spread
+    assert by["2 ranks, 1000 MB: concurrent overhead"]["measured_se_s"] is None    # two cycles: too few for one
+    assert down["measured_se_s"] is None and not down["consistent"]      # timed once: as it holds
+
+
+def test_a_measurement_as_spread_as_the_bound_does_not_refute_the_prediction():
+    d = _record()
+    e = d["points"][0]["dcp_async"]
+    e["overheads_s"] = [0.2, 0.5, 0.8, 0.5]           # mean 0.5, 0.3 s predicted: 1.67 times, misses
+    (row,) = [r for r in model_table(d) if r["figure"] == "2 ranks, 1000 MB: dcp-async overhead"]
+    assert row["measured_se_s"] == pytest.approx(0.1224745, rel=1e-6)   # s = 0.245 over sqrt(4)
+    assert not row["holds"] and row["consistent"]     # 0.5 - 2 x 0.122 = 0.255 s: within 25 % of 0.3 s
+    e["overheads_s"] = [0.48, 0.5, 0.52, 0.5]
+    (row,) = [r for r in model_table(d) if r["figure"] == "2 ranks, 1000 MB: dcp-async overhead"]
+    assert not row["holds"] and not row["consistent"]
+    d["points"][0]["restores"][0]["rounds_s"] = [1.0, 0.9, 1.1, 1.0, 1.0]
+    (r,) = [r for r in model_table(d) if r["figure"] == "2 ranks, 1000 MB: sharded restore"]
+    assert r["measured_se_s"] == pytest.approx((math.pi / 2) ** 0.5 * 0.0707107 / 5 ** 0.5, rel=1e-5)   # a median's
+    with pytest.raises(MlsysimError, match="statistic must be 'mean' or 'median'"):
+        standard_error([1.0, 2.0, 3.0], "mode")
 
 
 def test_a_record_without_the_refined_model_gives_no_rows():
