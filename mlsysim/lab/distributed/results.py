@@ -18,12 +18,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import math
-import statistics
 from importlib.resources import files
 
-from ...errors import MlsysimError
-from ..pytorch.results import within_bound
+from ..pytorch.results import consistent, standard_error, within_bound
 
 RECORD = "data/benchmark.json"
 EARLIER = "data/benchmark_capped.json"   # the record before, its writers beside busy processes timed at 256 MB
@@ -55,36 +52,6 @@ def within(measured: float, predicted: float, factor: float = 2.0) -> bool:
     return predicted / factor <= measured <= predicted * factor
 
 
-def standard_error(samples, statistic: str = "mean") -> float | None:
-    """The standard error of a figure computed from ``samples``: of their ``"mean"``, s / sqrt(n) (s the
-    samples' standard deviation), or of their ``"median"``, sqrt(pi / 2) s / sqrt(n) (the large-sample
-    factor for normally spread samples); None for fewer than three samples.
-
-    >>> round(standard_error([1.0, 2.0, 3.0]), 4), round(standard_error([1.0, 2.0, 3.0], "median"), 4)
-    (0.5774, 0.7236)
-    """
-    if statistic not in ("mean", "median"):
-        raise MlsysimError(f"statistic must be 'mean' or 'median', got {statistic!r}")
-    xs = [float(x) for x in samples or ()]
-    if len(xs) < 3:
-        return None
-    se = statistics.stdev(xs) / math.sqrt(len(xs))
-    return se * math.sqrt(math.pi / 2) if statistic == "median" else se
-
-
-def consistent(measured: float, predicted: float, se: float | None, k: float = 2.0) -> bool:
-    """Whether a prediction holds (:func:`~mlsysim.lab.pytorch.results.within_bound`) for some value
-    within ``k`` standard errors ``se`` of the measurement: the measurement, as sure as it is, does not
-    refute the prediction at the bound. Without ``se`` (one sample), whether it holds for the measurement.
-
-    >>> consistent(1.5, 1.0, None), consistent(1.5, 1.0, 0.1), consistent(1.5, 1.0, 0.05)
-    (False, True, False)
-    """
-    lo, hi = (measured, measured) if se is None else (measured - k * se, measured + k * se)
-    edges = (predicted / 1.25, predicted / 0.75, predicted / 1.5, predicted * 1.5, 0.1, math.nextafter(0.1, 0.0))
-    return any(within_bound(x, predicted) for x in [measured, lo, hi] + [e for e in edges if lo <= e <= hi] if x > 0)
-
-
 def _row(figure: str, naive, refined, measured, samples=None, statistic: str = "mean") -> dict:
     ok = measured is not None and refined is not None
     se = standard_error(samples, statistic) if samples else None
@@ -101,10 +68,10 @@ def model_table(d: dict) -> list[dict]:
     has none), ``refined_s`` (the module ``mlsysim.lab.distributed.terms``), ``measured_s``, ``ratio``
     (measured / refined) and whether each holds (``mlsysim.lab.pytorch.results.within_bound``: ±25 %,
     x1.5 under 0.1 s); ``measured_se_s``, the measurement's standard error where the figure comes from three
-    samples or more (:func:`standard_error`: a stall's and a time to durable's median over the checkpoints, an
+    samples or more (:func:`~mlsysim.lab.pytorch.results.standard_error`: a stall's and a time to durable's median over the checkpoints, an
     overhead's mean over the cycles, a restore's median over its rounds; None for a recovery or a downtime,
     timed once), and ``consistent``: whether the refined prediction holds for some value within two standard
-    errors of the measurement (:func:`consistent`). A run recorded before the refined model gives no rows."""
+    errors of the measurement (:func:`~mlsysim.lab.pytorch.results.consistent`). A run recorded before the refined model gives no rows."""
     rows = []
     for q in d["points"]:
         tag = f"{q['world_size']} ranks, {q['state_B'] / 1e6:.0f} MB"

@@ -10,6 +10,8 @@ extra; what a reader looks at afterwards does not. This module (no torch import)
 * :func:`predicted` — what :func:`mlsysim.checkpoint` predicts for each engine on a machine of
   given rates, in the same schema as a run, so that a figure or an explorer shows a what-if
   machine exactly as it shows a measured run.
+* :func:`model_table` — every figure beside the model's prediction, and how sure the measurement is:
+  :func:`within_bound`, :func:`standard_error`, :func:`consistent` (the distributed lab's table uses them too).
 
 Engine classes (as :func:`~mlsysim.lab.pytorch.compare.compare` pairs them with the model):
 the engines that block until durable (``torch.save+fsync``, ``dcp``, ``sync``) stall for the
@@ -20,8 +22,11 @@ copy and the write, d + W; the engines that snapshot and persist in the backgrou
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from importlib.resources import files
 
+from ...errors import MlsysimError
 from ..floors import Floors
 from ..predict import machine_from, predict
 
@@ -105,6 +110,8 @@ def predicted(size_B: float, copy_Bps: float, write_Bps: float, read_Bps: float 
 
 
 FIGURES = ("stall_s", "durable_s", "load_s", "training_stall_s", "overhead_s")
+SAMPLES = {"stall_s": "stalls_s", "durable_s": "durables_s", "load_s": "loads_s",    # each figure the median of
+           "training_stall_s": "training_stalls_s", "overhead_s": "overheads_s"}   # these, one per round
 
 
 def within_bound(measured: float, predicted: float) -> bool:
@@ -119,11 +126,45 @@ def within_bound(measured: float, predicted: float) -> bool:
     return abs(predicted / measured - 1.0) <= 0.25
 
 
+def standard_error(samples, statistic: str = "mean") -> float | None:
+    """The standard error of a figure computed from ``samples``: of their ``"mean"``, s / sqrt(n) (s the
+    samples' standard deviation), or of their ``"median"``, sqrt(pi / 2) s / sqrt(n) (the large-sample
+    factor for normally spread samples); None for fewer than three samples.
+
+    >>> round(standard_error([1.0, 2.0, 3.0]), 4), round(standard_error([1.0, 2.0, 3.0], "median"), 4)
+    (0.5774, 0.7236)
+    """
+    if statistic not in ("mean", "median"):
+        raise MlsysimError(f"statistic must be 'mean' or 'median', got {statistic!r}")
+    xs = [float(x) for x in samples or ()]
+    if len(xs) < 3:
+        return None
+    se = statistics.stdev(xs) / math.sqrt(len(xs))
+    return se * math.sqrt(math.pi / 2) if statistic == "median" else se
+
+
+def consistent(measured: float, predicted: float, se: float | None, k: float = 2.0) -> bool:
+    """Whether a prediction holds (:func:`~mlsysim.lab.pytorch.results.within_bound`) for some value
+    within ``k`` standard errors ``se`` of the measurement: the measurement, as sure as it is, does not
+    refute the prediction at the bound. Without ``se`` (one sample), whether it holds for the measurement.
+
+    >>> consistent(1.5, 1.0, None), consistent(1.5, 1.0, 0.1), consistent(1.5, 1.0, 0.05)
+    (False, True, False)
+    """
+    lo, hi = (measured, measured) if se is None else (measured - k * se, measured + k * se)
+    edges = (predicted / 1.25, predicted / 0.75, predicted / 1.5, predicted * 1.5, 0.1, math.nextafter(0.1, 0.0))
+    return any(within_bound(x, predicted) for x in [measured, lo, hi] + [e for e in edges if lo <= e <= hi] if x > 0)
+
+
 def model_table(result) -> list[dict]:
     """Every measured figure of a run beside its two predictions: one row per engine and figure
     (:data:`FIGURES`) with ``measured``, ``first`` (:func:`mlsysim.checkpoint`'s, where it has one: it
     predicts no overhead and no stall in training), ``model`` (the refined one) and whether each holds
-    (:func:`within_bound`). A run recorded before the refined model (no ``model``) gives no rows."""
+    (:func:`within_bound`); ``standard error``, the measurement's (:func:`standard_error` of the median over
+    its rounds: ``stalls_s``, ``durables_s``, ``loads_s``, ``training_stalls_s``, ``overheads_s``; None for
+    fewer than three) and ``consistent``: whether the model holds for some value within two standard errors
+    of the measurement (:func:`consistent`). A run recorded before the refined model (no ``model``) gives no
+    rows."""
     d = result.to_dict() if hasattr(result, "to_dict") else result
     rows = []
     for r in d["engines"]:
@@ -133,8 +174,10 @@ def model_table(result) -> list[dict]:
             if m is None or p is None:
                 continue
             q = first.get(fig)
+            se = standard_error(r.get(SAMPLES[fig]), "median")
             rows.append({"engine": r["engine"], "figure": fig, "measured": m, "first": q, "model": p,
                          "model / measured": p / m if m else float("inf"), "holds": within_bound(m, p),
-                         "first holds": None if q is None else within_bound(m, q)})
+                         "first holds": None if q is None else within_bound(m, q),
+                         "standard error": se, "consistent": consistent(m, p, se)})
     return rows
 

@@ -1,0 +1,144 @@
+"""Does a writer beside the training slow the training's own computing? The distributed lab's job at a gigabyte.
+
+    python benchmarks/bench_lab_contention.py --json out.json     # 2 and 4 ranks, about four minutes
+
+A candidate term for the overhead per checkpoint that the refined model
+(:mod:`mlsysim.lab.distributed.terms`) leaves out: while a checkpoint's writer streams bytes through memory
+(CRC-32, the copy into the page cache), the training's own compute on the other core may run slower,
+its caches and memory bus shared. The kernel's count of the training thread's CPU time
+(``time.thread_time``) isolates it: the time the writer takes from the cores is the writer's, not the
+training thread's. Each rank of the job (FSDP2 on gloo, 2 layers, the width whose state comes closest
+to 1 GB; two steps trained first) trains ``STEPS`` steps alone, then ``STEPS`` beside a thread of its own
+that writes a buffer of its shard's size durably, over and over (:func:`mlsysim.lab.store.write_durable`,
+this package's writer), twice in turn. Recorded per world size: rank 0's training-thread CPU seconds
+and wall seconds of each step, the bytes its writer moved while the steps ran beside it, and their
+quotient, the training thread's extra CPU time per byte written (s/B). A measurement, not a test: it
+needs the torch extra.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+SIZE_B, LAYERS, STEPS, REPEATS = 1000e6, 2, 4, 2
+WORLDS = (2, 4)
+TIMEOUT_S = 600
+
+
+def _worker(directory: str, out: str) -> None:
+    """One rank (under torchrun): the steps alone and beside its writer, rank 0 writing the result."""
+    import numpy as np
+    import torch.distributed as dist
+    from mlsysim.lab.distributed.probes import local_B
+    from mlsysim.lab.distributed.restore import config_for
+    from mlsysim.lab.distributed.worker import Job
+    from mlsysim.lab.store import write_durable
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    cfg = config_for(SIZE_B, 32, LAYERS, 2 + 2 * REPEATS * STEPS)
+    job = Job(cfg, "fsdp")
+    job.step()
+    job.step()
+    shard_B = sum(local_B(t) for t in job.tensors().values())
+    data = np.full(shard_B, 7, dtype=np.uint8)
+    path = Path(directory) / f"writer-{rank}.bin"
+
+    def steps() -> list:
+        out = []
+        for _ in range(STEPS):
+            c, t = time.thread_time(), time.perf_counter()
+            job.step()
+            out.append((time.thread_time() - c, time.perf_counter() - t))
+        return out
+
+    alone, beside, moved = [], [], 0
+    for _ in range(REPEATS):
+        dist.barrier()
+        alone += steps()
+        stop, count = threading.Event(), [0]
+
+        def write() -> None:
+            while not stop.is_set():
+                write_durable(path, [data])
+                count[0] += 1
+        writer = threading.Thread(target=write, name="contention-writer")
+        dist.barrier()
+        writer.start()
+        beside += steps()
+        stop.set()
+        writer.join()
+        moved += count[0] * shard_B
+    if rank == 0:
+        extra = (statistics.mean(c for c, _ in beside) - statistics.mean(c for c, _ in alone)) * len(beside)
+        Path(out).write_text(json.dumps({
+            "world_size": world, "state_B": cfg.state_B, "d_model": cfg.d_model, "shard_B": shard_B,
+            "alone_cpu_s": [c for c, _ in alone], "alone_wall_s": [w for _, w in alone],
+            "beside_cpu_s": [c for c, _ in beside], "beside_wall_s": [w for _, w in beside],
+            "moved_B": moved, "extra_cpu_s": extra, "extra_cpu_s_per_B": extra / moved,
+            "per_checkpoint_s": extra / moved * shard_B}, indent=1))
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(world: int) -> dict:
+    """One torchrun job of ``world`` ranks on 127.0.0.1 (a free port), its temporary files removed."""
+    with tempfile.TemporaryDirectory(prefix="mlsysim-contention-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", "--nnodes=1",
+               "--master-addr=127.0.0.1", f"--master-port={_free_port()}", __file__, "--worker", tmp, str(out)]
+        proc = subprocess.Popen(cmd, start_new_session=True)
+        try:
+            proc.wait(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            raise RuntimeError(f"the {world}-rank job ran past {TIMEOUT_S} s and was stopped")
+        if proc.returncode != 0:
+            raise RuntimeError(f"the {world}-rank job failed (exit status {proc.returncode})")
+        return json.loads(out.read_text())
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--json", help="write the result to this file")
+    p.add_argument("--worker", nargs=2, metavar=("DIR", "OUT"), help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.worker:
+        _worker(*a.worker)
+        return 0
+    import torch
+    from mlsysim.lab.floors import machine_facts
+    t0 = time.time()
+    runs = []
+    for world in WORLDS:
+        r = _run(world)
+        runs.append(r)
+        print(f"{world} ranks: training thread {statistics.mean(r['alone_cpu_s']):.3f} s of CPU per step alone, "
+              f"{statistics.mean(r['beside_cpu_s']):.3f} s beside its writer ({r['moved_B'] / 1e9:.1f} GB written); "
+              f"{r['extra_cpu_s_per_B'] * 1e9:.3f} ns per byte, {r['per_checkpoint_s']:.3f} s per checkpoint "
+              f"of its {r['shard_B'] / 1e6:.0f} MB shard", flush=True)
+    d = {"schema": "mlsysim.lab.dist-contention/1", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)),
+         "command": "python benchmarks/bench_lab_contention.py " + " ".join(argv or sys.argv[1:]),
+         "machine": {**machine_facts(None), "torch": torch.__version__}, "steps": STEPS, "repeats": REPEATS,
+         "runs": runs, "wall_s": time.time() - t0}
+    if a.json:
+        Path(a.json).write_text(json.dumps(d, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
