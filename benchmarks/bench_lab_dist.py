@@ -206,7 +206,8 @@ def main(argv=None) -> int:
 
 def _report(d: dict, a) -> int:
     from mlsysim.lab.distributed.results import model_table, targets
-    print("| figure | naive s | refined s | measured s | standard error s | measured / refined | holds | within 2 s.e. |")
+    print("| figure | naive s | refined s | measured s | standard error s | measured / refined | holds "
+          "| within 2 s.e. |")
     print("|---|---|---|---|---|---|---|---|")
     num = lambda x: "-" if x is None else f"{x:.3f}"
     for r in model_table(d):

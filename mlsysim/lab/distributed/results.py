@@ -68,10 +68,11 @@ def model_table(d: dict) -> list[dict]:
     has none), ``refined_s`` (the module ``mlsysim.lab.distributed.terms``), ``measured_s``, ``ratio``
     (measured / refined) and whether each holds (``mlsysim.lab.pytorch.results.within_bound``: ±25 %,
     x1.5 under 0.1 s); ``measured_se_s``, the measurement's standard error where the figure comes from three
-    samples or more (:func:`~mlsysim.lab.pytorch.results.standard_error`: a stall's and a time to durable's median over the checkpoints, an
-    overhead's mean over the cycles, a restore's median over its rounds; None for a recovery or a downtime,
-    timed once), and ``consistent``: whether the refined prediction holds for some value within two standard
-    errors of the measurement (:func:`~mlsysim.lab.pytorch.results.consistent`). A run recorded before the refined model gives no rows."""
+    samples or more (:func:`~mlsysim.lab.pytorch.results.standard_error`: a stall's and a time to durable's
+    median over the checkpoints, an overhead's mean over the cycles, a restore's median over its rounds; None
+    for a recovery or a downtime, timed once), and ``consistent``: whether the refined prediction holds for
+    some value within two standard errors of the measurement
+    (:func:`~mlsysim.lab.pytorch.results.consistent`). A run recorded before the refined model gives no rows."""
     rows = []
     for q in d["points"]:
         tag = f"{q['world_size']} ranks, {q['state_B'] / 1e6:.0f} MB"
