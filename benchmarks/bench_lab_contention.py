@@ -29,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from lab_report import record_head
+
 SIZE_B, LAYERS, STEPS, REPEATS = 1000e6, 2, 4, 2
 WORLDS = (2, 4)
 TIMEOUT_S = 600
@@ -120,8 +122,6 @@ def main(argv=None) -> int:
     if a.worker:
         _worker(*a.worker)
         return 0
-    import torch
-    from mlsysim.lab.floors import machine_facts
     t0 = time.time()
     runs = []
     for world in WORLDS:
@@ -131,10 +131,8 @@ def main(argv=None) -> int:
               f"{statistics.mean(r['beside_cpu_s']):.3f} s beside its writer ({r['moved_B'] / 1e9:.1f} GB written); "
               f"{r['extra_cpu_s_per_B'] * 1e9:.3f} ns per byte, {r['per_checkpoint_s']:.3f} s per checkpoint "
               f"of its {r['shard_B'] / 1e6:.0f} MB shard", flush=True)
-    d = {"schema": "mlsysim.lab.dist-contention/1", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)),
-         "command": "python benchmarks/bench_lab_contention.py " + " ".join(argv or sys.argv[1:]),
-         "machine": {**machine_facts(None), "torch": torch.__version__}, "steps": STEPS, "repeats": REPEATS,
-         "runs": runs, "wall_s": time.time() - t0}
+    d = {**record_head("mlsysim.lab.dist-contention/1", "bench_lab_contention.py", argv, t0), "steps": STEPS,
+         "repeats": REPEATS, "runs": runs, "wall_s": time.time() - t0}
     if a.json:
         Path(a.json).write_text(json.dumps(d, indent=1) + "\n")
     return 0

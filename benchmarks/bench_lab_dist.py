@@ -49,7 +49,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab_report import finish
+from lab_report import finish, record_head
 
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "distributed" / "data" / "benchmark.json"
 EVERY = 4                    # a checkpoint every four steps after the plain ones (steps 8, 12, ...)
@@ -186,8 +186,6 @@ def main(argv=None) -> int:
     def say(m):
         print(f"  {m} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
 
-    import torch
-    from mlsysim.lab.floors import machine_facts
     measured = {}
     for n in worlds:
         for s in sizes:
@@ -195,9 +193,7 @@ def main(argv=None) -> int:
             if a.json:                                    # the points so far, kept should a later one fail
                 Path(a.json + ".points").write_text(json.dumps([q for q, _ in measured.values()], indent=1) + "\n")
     losses = [_node_loss(n, max(sizes), a.layers, measured[n, max(sizes)][1], say) for n in worlds if n % 2 == 0]
-    d = {"schema": "mlsysim.lab.dist-benchmark/2", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)),
-         "command": "python benchmarks/bench_lab_dist.py " + " ".join(argv or sys.argv[1:]),
-         "machine": {**machine_facts(None), "torch": torch.__version__},
+    d = {**record_head("mlsysim.lab.dist-benchmark/2", "bench_lab_dist.py", argv, t0),
          "steps": max(q["steps"] for q, _ in measured.values()), "every": EVERY,
          "plain_steps": PLAIN, "points": [q for q, _ in measured.values()], "node_loss": losses,
          "wall_s": time.time() - t0}

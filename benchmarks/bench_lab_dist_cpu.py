@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from lab_report import record_head
+
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "distributed" / "data" / "cpu_breakdown.json"
 SIZE_B, LAYERS = 1000e6, 2       # bench_lab_dist.py's largest point
 PLAIN, EVERY, STEPS = 4, 4, 24   # checkpoints at steps 8, 12, 16, 20, each with a full interval after it
@@ -68,9 +70,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="also write the result to this file")
     p.add_argument("--record", action="store_true", help=f"store the result as {RECORD.name} in the package")
     a = p.parse_args(argv)
-    import torch
     from mlsysim.lab.distributed.restore import config_for
-    from mlsysim.lab.floors import machine_facts
     t0 = time.time()
     cfg = config_for(SIZE_B, 32, LAYERS, STEPS)
     runs = []
@@ -82,9 +82,7 @@ def main(argv=None) -> int:
               f"gloo +{m['gloo_user_s'] + m['gloo_system_s']:.2f} s, background "
               f"+{m['background_user_s'] + m['background_system_s'] + m['ended_s']:.2f} s; machine "
               f"+{m['machine_busy_s']:.2f} core-s, idle {m['machine_idle_s']:+.2f} s", flush=True)
-    d = {"schema": "mlsysim.lab.dist-cpu/1", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)),
-         "command": "python benchmarks/bench_lab_dist_cpu.py " + " ".join(argv or sys.argv[1:]),
-         "machine": {**machine_facts(None), "torch": torch.__version__}, "steps": STEPS, "every": EVERY,
+    d = {**record_head("mlsysim.lab.dist-cpu/1", "bench_lab_dist_cpu.py", argv, t0), "steps": STEPS, "every": EVERY,
          "plain_steps": PLAIN, "kept_allocator": KEPT, "runs": runs, "wall_s": time.time() - t0}
     for path in ([a.json] if a.json else []) + ([RECORD] if a.record else []):
         Path(path).write_text(json.dumps(d, indent=1) + "\n")

@@ -54,7 +54,7 @@ def within(measured: float, predicted: float, factor: float = 2.0) -> bool:
 
 def _row(figure: str, naive, refined, measured, samples=None, statistic: str = "mean") -> dict:
     ok = measured is not None and refined is not None
-    se = standard_error(samples, statistic) if samples else None
+    se = standard_error(samples, statistic)
     return {"figure": figure, "naive_s": naive, "refined_s": refined, "measured_s": measured,
             "ratio": measured / refined if ok and refined else float("nan"),
             "holds": bool(ok and within_bound(measured, refined)),
