@@ -1,4 +1,5 @@
-"""The end both lab benchmarks share: each target printed as met or MISSED, the result written."""
+"""What the lab benchmarks share: the head of a record (:func:`record_head`) and the end (:func:`finish`: each
+target printed as met or MISSED, the result written)."""
 from __future__ import annotations
 
 import json
