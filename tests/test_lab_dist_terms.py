@@ -2,13 +2,15 @@
 overhead per checkpoint, the record's table of every figure, and bad input."""
 import copy
 import dataclasses
+import json
 import math
 
 import pytest
 
 from mlsysim.errors import MlsysimError
 from mlsysim.lab.distributed import terms
-from mlsysim.lab.distributed.results import model_table, standard_error, targets
+from mlsysim.lab.distributed.results import (EARLIER, across, load_records, model_table, recorded, remodel,
+                                             standard_error, targets)
 
 T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
                 crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
@@ -447,3 +449,28 @@ def test_the_memory_a_checkpoint_frees_is_the_hosts_2_s_after_its_write_ends_not
     assert round(far["dcp-async"]["durable_s"] - held["dcp-async"]["durable_s"], 3) == round(0.5 - 0.5 / 4, 3)
     # under the 2 s delay itself no wait is timed: the memory is the guest's whatever the engines' times
     assert "reclaim_wait_dcp_s" not in terms.refined_job(t, 1e9, gap_s=1.99)["terms"]
+
+
+def test_across_runs_counts_each_figure_in_every_run_and_names_a_one_sided_miss(tmp_path):
+    shipped, earlier = recorded(), recorded(EARLIER)
+    rows = across({"shipped": shipped, "earlier": earlier})
+    assert len(rows) == 62 and {r["runs"] for r in rows} == {2}
+    assert sum(r["held"] for r in rows) == 56 + 54                      # each run's own count, summed
+    own = {r["figure"]: r["ratio"] for r in model_table(remodel(earlier))}
+    assert all(r["ratios"][1] == own[r["figure"]] for r in rows)
+    fig = "2 ranks, 1013 MB: dcp-async overhead"                        # 2.16 and 1.63 times the model
+    (row,) = [r for r in rows if r["figure"] == fig]
+    assert row["side"] == "above" and row["held"] == 0 and row["lowest"] > 1.6 and row["highest"] > 2.1
+    assert row["median_ratio"] == pytest.approx((row["lowest"] + row["highest"]) / 2)
+    lower = copy.deepcopy(earlier)
+    q = next(q for q in lower["points"] if q["world_size"] == 2 and q["state_B"] > 1e9)
+    q["dcp_async"]["overhead_s"] = 0.9 * q["dcp_async"]["predicted"]["refined"]["overhead_s"]
+    (row,) = [r for r in across({"shipped": shipped, "lower": lower}) if r["figure"] == fig]
+    assert row["side"] == "both" and row["held"] == 1 and row["ratios"][1] == pytest.approx(0.9)
+    with pytest.raises(MlsysimError, match="at least one recorded run"):
+        across({})
+    with pytest.raises(MlsysimError, match=r"no recorded run matches 'lab_dist-\*.json'"):
+        load_records(tmp_path)
+    for name in ("lab_dist-b", "lab_dist-a", "other"):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"date": name}))
+    assert list(load_records(tmp_path)) == ["lab_dist-a", "lab_dist-b"]

@@ -12,14 +12,20 @@ reads it, :func:`model_table` lists every figure, :func:`targets` checks the ben
 (``benchmarks/bench_lab_dist.py --remodel --record`` stores it, with the date in ``remodelled``).
 :func:`cpu_breakdown` reads ``lab/distributed/data/cpu_breakdown.json`` (``benchmarks/bench_lab_dist_cpu.py``):
 where a checkpoint's cost to the training goes, thread by thread, in the same job at a gigabyte.
+:func:`load_records` reads the other runs kept in a directory (the repository's ``benchmarks/records``) and
+:func:`across` scores every figure over all of them: in how many runs the model holds, and whether it misses
+to one side in every run (a term it lacks) or to both (the machine's spread from run to run).
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
 import json
+import statistics
 from importlib.resources import files
+from pathlib import Path
 
+from ...errors import MlsysimError
 from ..pytorch.results import consistent, standard_error, within_bound
 
 RECORD = "data/benchmark.json"
@@ -143,4 +149,52 @@ def remodel(d: dict) -> dict:
         if n.get("predicted", {}).get("refined"):
             t = dataclasses.replace(measured[(n["world_size"], n["state_B"])], start_s=n["start_s"])
             n["predicted"]["refined"] = refined_recovery(t, n["state_B"])
+    return out
+
+
+def load_records(directory, pattern: str = "lab_dist-*.json") -> dict:
+    """{file stem: run} for every recorded run in ``directory`` matching ``pattern`` (sorted by name), each
+    as its JSON holds it (schema 2). An empty ``directory`` is an error: there is nothing to score."""
+    paths = sorted(Path(directory).glob(pattern))
+    if not paths:
+        raise MlsysimError(f"no recorded run matches {pattern!r} in {directory}")
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in paths}
+
+
+def across(runs: dict) -> list[dict]:
+    """Every figure of :func:`model_table` over several recorded runs (``{name: run}``), each run first
+    predicted again by the model as it is now (:func:`remodel`), one row per figure in the first run's order:
+    ``figure``, ``runs`` (how many runs have it), ``held`` and ``consistent`` (in how many runs it holds, and
+    is within two standard errors), ``ratios`` (measured / refined, in the runs' order), ``median_ratio``,
+    ``lowest``, ``highest``, and ``side``: ``"above"`` where every run measured more than the prediction,
+    ``"below"`` where every run measured less, else ``"both"``. A prediction with no bias lands on each side
+    of the measurement about as often; one side in all of 12 runs happens to it with a chance of
+    2 / 2**12 = 0.05 %, so that is a term the model lacks; a figure that misses on both sides misses by the
+    spread of the machine from run to run.
+
+    >>> rows = across({"a": recorded(), "b": recorded(EARLIER)})
+    >>> len(rows), {r["runs"] for r in rows}
+    (62, {2})
+    >>> sum(r["held"] for r in rows)          # 56 of 62 in the first run, 54 in the second
+    110
+    """
+    if not runs:
+        raise MlsysimError("across needs at least one recorded run")
+    tables = [model_table(remodel(d)) for d in runs.values()]
+    order, rows = [], {}
+    for table in tables:
+        for r in table:
+            if r["figure"] not in rows:
+                order.append(r["figure"])
+                rows[r["figure"]] = []
+            rows[r["figure"]].append(r)
+    out = []
+    for fig in order:
+        rs = rows[fig]
+        ratios = [r["ratio"] for r in rs]
+        side = "above" if all(x > 1 for x in ratios) else "below" if all(x < 1 for x in ratios) else "both"
+        out.append({"figure": fig, "runs": len(rs), "held": sum(r["holds"] for r in rs),
+                    "consistent": sum(r["consistent"] for r in rs), "ratios": ratios,
+                    "median_ratio": statistics.median(ratios), "lowest": min(ratios), "highest": max(ratios),
+                    "side": side})
     return out
