@@ -9,9 +9,11 @@ less than that in every run, the second on 2 nodes x 2 more. This times the piec
 benchmark loses a node at (1 GB, FSDP, the ``concurrent`` engine with its memory tiers, as
 ``run_distributed(kill="node")`` runs it):
 
-* a fresh launch: from the launch to the workers' start events (the agents, the rendezvous, new Python
-  processes with PyTorch, the process groups: ``launch_s``), and from there to rank 0's resume event (the
-  model built and sharded, the engines' buffers touched: ``setup_s``);
+* two launches of the job, one right after the other: from the launch to the workers' start events (the
+  agents, the rendezvous, new Python processes with PyTorch, the process groups: ``launch_s``), and from
+  there to rank 0's resume event (the model built and sharded, the engines' buffers touched: ``setup_s``);
+  the second finds the memory the first one's workers freed a moment before, as a restart finds the
+  memory of the workers a loss killed;
 * the two losses of that run, the first recovered from the peer's memory, the second (the survivor's workers
   killed too) from storage: from the kill to the new workers' start events (the killed processes gone, a
   replacement agent started, the rendezvous, the new processes: ``rejoin_s``), and from there to the resume,
@@ -50,10 +52,12 @@ def measure(nodes: int, nproc: int, d_model: int) -> dict:
     """A fresh launch of the job (one step), then the run that loses a node twice."""
     from mlsysim.lab.distributed import launcher
     with tempfile.TemporaryDirectory(prefix="mlsysim-restart-") as tmp:
-        t0 = time.monotonic()
-        fresh = launcher.launch(Path(tmp) / "fresh", nproc, 1, every=EVERY, engine="concurrent", nodes=nodes,
-                                memory=True, d_model=d_model, layers=LAYERS)
-        (start,) = _phases(fresh, t0)
+        starts = []
+        for i in range(2):          # the second launch right after the first ended, in the memory it freed
+            t0 = time.monotonic()
+            fresh = launcher.launch(Path(tmp) / f"fresh-{i}", nproc, 1, every=EVERY, engine="concurrent",
+                                    nodes=nodes, memory=True, d_model=d_model, layers=LAYERS)
+            starts.append(*_phases(fresh, t0))
         first, second = launcher.node_loss_steps(STEPS, EVERY)
         losses = [launcher.NodeLoss(first), launcher.NodeLoss(second, point="stored", memory_too=True)]
         t0 = time.monotonic()
@@ -61,7 +65,7 @@ def measure(nodes: int, nproc: int, d_model: int) -> dict:
                               memory=True, d_model=d_model, layers=LAYERS, node_losses=losses, checksums=True)
         _, *after = _phases(run, t0, run.kill_times)
     return {"nodes": nodes, "ranks_per_node": nproc,
-            "fresh": {"launch_s": start["from_s"], "setup_s": start["setup_s"]},
+            "fresh": [{"launch_s": x["from_s"], "setup_s": x["setup_s"]} for x in starts],
             "losses": [{"rejoin_s": a["from_s"], "setup_s": a["setup_s"], "recovery_s": a["recovery_s"],
                         "source": a["source"], "downtime_s": d} for a, d in zip(after, run.downtimes())]}
 
@@ -77,9 +81,9 @@ def main(argv=None) -> int:
     runs = []
     for nodes, nproc in NODES:
         r = measure(nodes, nproc, cfg.d_model)
-        f = r["fresh"]
-        print(f"{nodes} nodes x {nproc}, {cfg.state_B / 1e6:.0f} MB: fresh launch {f['launch_s']:.2f} s + setup "
-              f"{f['setup_s']:.2f} s = {f['launch_s'] + f['setup_s']:.2f} s", flush=True)
+        for i, f in enumerate(r["fresh"]):
+            print(f"{nodes} nodes x {nproc}, {cfg.state_B / 1e6:.0f} MB: launch {i + 1} {f['launch_s']:.2f} s + setup "
+                  f"{f['setup_s']:.2f} s = {f['launch_s'] + f['setup_s']:.2f} s", flush=True)
         for x in r["losses"]:
             print(f"   loss, recovered from {x['source']}: rejoin {x['rejoin_s']:.2f} s + setup {x['setup_s']:.2f} s "
                   f"+ recovery {x['recovery_s']:.2f} s; downtime {x['downtime_s']:.2f} s", flush=True)

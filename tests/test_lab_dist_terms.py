@@ -474,3 +474,5 @@ def test_across_runs_counts_each_figure_in_every_run_and_names_a_one_sided_miss(
     for name in ("lab_dist-b", "lab_dist-a", "other"):
         (tmp_path / f"{name}.json").write_text(json.dumps({"date": name}))
     assert list(load_records(tmp_path)) == ["lab_dist-a", "lab_dist-b"]
+    kept = load_records()                                               # the repository's benchmarks/records
+    assert len(kept) >= 11 and all(name.startswith("lab_dist-") for name in kept)

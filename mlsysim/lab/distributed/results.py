@@ -31,6 +31,8 @@ from ..pytorch.results import consistent, standard_error, within_bound
 RECORD = "data/benchmark.json"
 EARLIER = "data/benchmark_capped.json"   # the record before, its writers beside busy processes timed at 256 MB
 CPU = "data/cpu_breakdown.json"          # where a checkpoint's cost goes: benchmarks/bench_lab_dist_cpu.py
+#: the repository's other recorded runs, beside the package (installed editable, as the course's setup does)
+KEPT = Path(__file__).resolve().parents[3] / "benchmarks" / "records"
 
 
 def recorded(record: str = RECORD) -> dict:
@@ -152,9 +154,11 @@ def remodel(d: dict) -> dict:
     return out
 
 
-def load_records(directory, pattern: str = "lab_dist-*.json") -> dict:
-    """{file stem: run} for every recorded run in ``directory`` matching ``pattern`` (sorted by name), each
-    as its JSON holds it (schema 2). An empty ``directory`` is an error: there is nothing to score."""
+def load_records(directory=None, pattern: str = "lab_dist-*.json") -> dict:
+    """{file stem: run} for every recorded run in ``directory`` (default :data:`KEPT`, the repository's
+    ``benchmarks/records``) matching ``pattern`` (sorted by name), each as its JSON holds it (schema 2). A
+    directory with none is an error: there is nothing to score."""
+    directory = KEPT if directory is None else directory
     paths = sorted(Path(directory).glob(pattern))
     if not paths:
         raise MlsysimError(f"no recorded run matches {pattern!r} in {directory}")
