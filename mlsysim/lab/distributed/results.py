@@ -13,8 +13,8 @@ reads it, :func:`model_table` lists every figure, :func:`targets` checks the ben
 :func:`cpu_breakdown` reads ``lab/distributed/data/cpu_breakdown.json`` (``benchmarks/bench_lab_dist_cpu.py``):
 where a checkpoint's cost to the training goes, thread by thread, in the same job at a gigabyte.
 :func:`load_records` reads the other runs kept in a directory (the repository's ``benchmarks/records``) and
-:func:`across` scores every figure over all of them: in how many runs the model holds, and whether it misses
-to one side in every run (a term it lacks) or to both (the machine's spread from run to run).
+:func:`across` scores every figure over all of them: in how many runs the model holds, and whether every run
+measured it on the same side of the prediction (a term the model lacks).
 """
 from __future__ import annotations
 
@@ -173,8 +173,8 @@ def across(runs: dict) -> list[dict]:
     ``lowest``, ``highest``, and ``side``: ``"above"`` where every run measured more than the prediction,
     ``"below"`` where every run measured less, else ``"both"``. A prediction with no bias lands on each side
     of the measurement about as often; one side in all of 12 runs happens to it with a chance of
-    2 / 2**12 = 0.05 %, so that is a term the model lacks; a figure that misses on both sides misses by the
-    spread of the machine from run to run.
+    2 / 2**12 = 0.05 %, so that is a term the model lacks. A figure measured on both sides is not refuted
+    that way, though its ratios may still lean to one side.
 
     >>> rows = across({"a": recorded(), "b": recorded(EARLIER)})
     >>> len(rows), {r["runs"] for r in rows}
