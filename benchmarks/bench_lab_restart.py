@@ -49,7 +49,7 @@ def _phases(run, t0: float, kills=()) -> list[dict]:
 
 
 def measure(nodes: int, nproc: int, d_model: int) -> dict:
-    """A fresh launch of the job (one step), then the run that loses a node twice."""
+    """Two launches of the job in a row (one step each), then the run that loses a node twice."""
     from mlsysim.lab.distributed import launcher
     with tempfile.TemporaryDirectory(prefix="mlsysim-restart-") as tmp:
         starts = []
