@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from lab_report import record_head
+from lab_report import finish, record_head
 
 SIZE_B, LAYERS, STEPS, REPEATS = 1000e6, 2, 4, 2
 WORLDS = (2, 4)
@@ -90,18 +89,13 @@ def _worker(directory: str, out: str) -> None:
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(world: int) -> dict:
     """One torchrun job of ``world`` ranks on 127.0.0.1 (a free port), its temporary files removed."""
+    from mlsysim.lab.distributed.launcher import free_port
     with tempfile.TemporaryDirectory(prefix="mlsysim-contention-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", "--nnodes=1",
-               "--master-addr=127.0.0.1", f"--master-port={_free_port()}", __file__, "--worker", tmp, str(out)]
+               "--master-addr=127.0.0.1", f"--master-port={free_port()}", __file__, "--worker", tmp, str(out)]
         proc = subprocess.Popen(cmd, start_new_session=True)
         try:
             proc.wait(timeout=TIMEOUT_S)
@@ -133,9 +127,7 @@ def main(argv=None) -> int:
               f"of its {r['shard_B'] / 1e6:.0f} MB shard", flush=True)
     d = {**record_head("mlsysim.lab.dist-contention/1", "bench_lab_contention.py", argv, t0), "steps": STEPS,
          "repeats": REPEATS, "runs": runs, "wall_s": time.time() - t0}
-    if a.json:
-        Path(a.json).write_text(json.dumps(d, indent=1) + "\n")
-    return 0
+    return finish([], d, [a.json] if a.json else [])
 
 
 if __name__ == "__main__":

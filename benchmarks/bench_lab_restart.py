@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab_report import record_head
+from lab_report import finish, record_head
 
 SIZE_B, LAYERS = 1000e6, 2
 STEPS, EVERY = 6, 2            # as bench_lab_dist.py loses a node: three checkpoints
@@ -74,7 +74,6 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", action="append", default=[], help="write the record here (repeatable)")
     a = p.parse_args(argv)
-    from lab_report import finish
     from mlsysim.lab.distributed.restore import config_for
     t_start = time.time()
     cfg = config_for(SIZE_B, 32, LAYERS, STEPS)
