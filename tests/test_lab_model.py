@@ -56,15 +56,26 @@ def test_each_engine_adds_its_own_work_to_the_floors():
     assert u["dcp"]["load_s"] == pytest.approx(1.0 + 0.2 + 0.2)
     with pytest.raises(MlsysimError, match="alloc_copy_Bps must be a measured rate"):
         engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, alloc_copy_Bps=0.0)
-    # the cold reads as the load rounds time them: 1.2 s front to back, 1.5 s each archive from its end (DCP's)
-    g = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, read_s=1.2, pieces_read_s=1.5)
+    # the cold reads: 1.2 s front to back; each archive read from its end first adds 0.3 s (DCP's loader)
+    g = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, read_s=1.2, pieces_extra_s=0.3)
+    assert g["terms"]["G"] == pytest.approx(1.5)
     assert g["dcp"]["load_s"] == pytest.approx(1.5 + 0.6 + 0.2) == g["dcp-async"]["load_s"]
     assert g["torch.save"]["load_s"] == pytest.approx(1.2 + 0.6) == g["sync"]["load_s"]
     only_r = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, read_s=1.2)      # G = R where not timed
     assert only_r["dcp"]["load_s"] == pytest.approx(1.2 + 0.6 + 0.2)
-    with pytest.raises(MlsysimError, match="pieces_read_s must be a measured time"):
-        engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, pieces_read_s=math.nan)
+    faster = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, pieces_extra_s=-0.2)   # the floor: G = R = S/r
+    assert faster["terms"]["G"] == faster["terms"]["R"] == pytest.approx(1.0)
+    with pytest.raises(MlsysimError, match="pieces_extra_s must be a measured time"):
+        engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, pieces_extra_s=math.nan)
     assert e["torch.save"]["load_s"] == pytest.approx(1.0 + 0.6)
+
+
+def test_what_the_pieces_add_is_the_median_of_each_rounds_two_reads_difference():
+    from mlsysim.lab.pytorch.model import pieces_extra_s
+    assert pieces_extra_s([1.0, 0.5, 0.8], [1.1, 0.9, 0.7]) == pytest.approx(0.1)     # 0.1, 0.4, -0.1
+    assert pieces_extra_s([0.8, 0.6], [0.5, 0.5]) == pytest.approx(-0.2)             # a difference may be < 0
+    assert pieces_extra_s([], []) is None and pieces_extra_s(None, [0.5]) is None
+    assert pieces_extra_s([0.5, 0.6], [0.5]) is None                                 # unpaired rounds
 
 
 def test_overhead_is_the_stall_plus_the_work_beside_the_training_on_its_cores():
@@ -106,9 +117,10 @@ def test_dcp_async_stages_in_training_as_its_staging_was_timed_there():
 
 
 def test_dcp_loads_as_its_loader_deserializes_each_piece_then_copies_it_in_place():
-    # G 1.5 s (each archive from its end), Z 0.9 s (torch.load of every piece from memory, 0.7 s beyond the
-    # 0.2 s copy), d 0.3 s (the copy into the state, tensor after tensor): 1.5 + 0.7 + 0.3; A no longer counts
-    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, pieces_read_s=1.5, deserialize_s=0.9, snapshot_s=0.3)
+    # G 1.0 + 0.5 s (the read, what each archive from its end adds), Z 0.9 s (torch.load of every piece from
+    # memory, 0.7 s beyond the 0.2 s copy), d 0.3 s (the copy into the state, tensor after tensor):
+    # 1.5 + 0.7 + 0.3; A no longer counts
+    e = engines_model(F, torch_crc_Bps=4e9, pass_s=1.0, pieces_extra_s=0.5, deserialize_s=0.9, snapshot_s=0.3)
     assert e["terms"]["Z"] == 0.9
     assert e["dcp"]["load_s"] == pytest.approx(2.5) == e["dcp-async"]["load_s"]
     assert e["sync"]["load_s"] == pytest.approx(1.0 + 0.6)                        # the other loaders as before

@@ -98,7 +98,7 @@ from .. import store
 from ..floors import Floors, cache_write_once, measure_floors, with_write_rounds, write_once
 from ..predict import machine_from, predict
 from .engines import ALL_ENGINES, load_latest, make, newest_path
-from .model import engines_model
+from .model import engines_model, pieces_extra_s
 from .rates import (alloc_copy_Bps, cold_read_s, deserialize_s, flat, prepare_memory, snapshot_copy, staging_copy_s,
                     staging_once_s, tensor_sizes, torch_crc_Bps)
 from .results import ASYNC, ENGINES, recorded, targets  # noqa: F401  (read without torch; used from here too)
@@ -385,7 +385,8 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             min(repeats, OVERHEAD_ROUNDS))
         loads, reads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats,
                                     (root / "read-floor.bin", tensor_sizes(state)), say)
-        timed.update({k: statistics.median(v) for k, v in reads.items()})
+        timed.update({k: statistics.median(v) for k, v in reads.items()},
+                     pieces_extra_s=pieces_extra_s(reads["read_s"], reads["pieces_read_s"]))
         timed.update(staging_s=staging, deserialize_s=unpickle_s)
         model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed,
                        {e: _median_known(r.prune_s for r in records[e]) for e in engines})
@@ -472,10 +473,10 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
            prune_s: dict) -> dict:
     """The refined model's prediction per engine, or none where a rate could not be measured; ``timed``
     holds what the overhead runs timed (``pass_s``, ``layout_s``, ``write_s``, ``cache_write_s``), DCP's
-    staging copy (``staging_s``; ``training_staging_s`` in the overhead runs) and the load rounds' cold read
-    tensor by tensor as DCP reads (``pieces_read_s``, the median; the front-to-back read, ``read_s``, is recorded
-    beside it and the loads keep the read floor), ``prune_s`` each engine's deletion of an older checkpoint in
-    the save rounds (NaN: none timed)."""
+    staging copy (``staging_s``; ``training_staging_s`` in the overhead runs) and what the load rounds' cold read
+    tensor by tensor as DCP reads adds to the front-to-back read timed beside it (``pieces_extra_s``,
+    :func:`~mlsysim.lab.pytorch.model.pieces_extra_s`; the loads keep the read floor), ``prune_s`` each engine's
+    deletion of an older checkpoint in the save rounds (NaN: none timed)."""
     try:
         return engines_model(floors, torch_crc_Bps, timed["pass_s"], cores=os.cpu_count() or 1,
                              train_threads=torch.get_num_threads(),
@@ -483,7 +484,7 @@ def _model(floors: Floors, torch_crc_Bps: float, alloc_Bps: float, snapshot_s: f
                              layout_s=timed["layout_s"], training_write_s=timed["write_s"],
                              prune_s={e: v for e, v in prune_s.items() if v == v},
                              training_cache_write_s=timed["cache_write_s"],
-                             pieces_read_s=timed["pieces_read_s"], staging_s=timed.get("staging_s"),
+                             pieces_extra_s=timed["pieces_extra_s"], staging_s=timed.get("staging_s"),
                              training_staging_s=timed.get("training_staging_s"),
                              write_beside_s=timed.get("write_beside_s"), deserialize_s=timed.get("deserialize_s"),
                              interval_s=timed.get("interval_s"))

@@ -30,7 +30,9 @@ tensor with ``torch.save``), r a read from the device (the floor, in one call), 
 tensor, front to back, as ``torch.load`` and this package's loader read, as the disk ran during the loads (the
 median of one per load round; S/r where not timed: :func:`~mlsysim.lab.pytorch.compare.compare` records it
 beside the loads but predicts them with r), G the same with each tensor's archive read from its end first, as
-DCP's loader reads (:func:`mlsysim.lab.pytorch.rates.cold_read_s`; R where not timed), τ the forward and
+DCP's loader reads: R + max(0, ΔG), ΔG what that order adds to the front-to-back read, the two timed back to back
+in each load round (:func:`mlsysim.lab.pytorch.rates.cold_read_s`; the median of the rounds' differences,
+:func:`pieces_extra_s`; G = R where not timed), τ the forward and
 backward pass that the pipelined copy hides behind, d the copy of the state itself into a ready buffer, one
 tensor after another, two buffers in turn, from the rounds' memory state (the median; S/c where it was not
 timed), L the layout of the state that this package's ``save`` plans before it copies (one walk over the
@@ -120,9 +122,9 @@ engine's measured time still differs, notebook 06b names what the table leaves o
 >>> t = engines_model(f, 4e9, pass_s=0.05, snapshot_s=0.12, layout_s=0.01, training_write_s=1.5)
 >>> round(t["concurrent"]["stall_s"], 3), round(t["pipelined"]["training_stall_s"], 3), t["sync"]["training_stall_s"]
 (0.13, 0.08, 1.5)
->>> z = engines_model(f, 4e9, pass_s=0.05, pieces_read_s=0.5, deserialize_s=0.4, snapshot_s=0.2)
->>> round(z["dcp"]["load_s"], 3), round(z["dcp-async"]["load_s"], 3)   # G + (Z - S/c) + d = 0.5 + 0.3 + 0.2
-(1.0, 1.0)
+>>> z = engines_model(f, 4e9, pass_s=0.05, pieces_extra_s=0.25, deserialize_s=0.4, snapshot_s=0.2)
+>>> round(z["dcp"]["load_s"], 3), round(z["dcp-async"]["load_s"], 3)   # G + (Z - S/c) + d = 0.75 + 0.3 + 0.2
+(1.25, 1.25)
 >>> s = engines_model(f, 4e9, pass_s=0.05, staging_s=0.3, training_staging_s=0.9)
 >>> s["dcp-async"]["stall_s"], s["dcp-async"]["training_stall_s"]    # D in the rounds, D_t in training
 (0.3, 0.9)
@@ -161,7 +163,7 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
                   alloc_copy_Bps: float | None = None, snapshot_s: float | None = None, layout_s: float = 0.0,
                   training_write_s: float | None = None, prune_s: dict | None = None,
                   training_cache_write_s: float | None = None, read_s: float | None = None,
-                  pieces_read_s: float | None = None, staging_s: float | None = None,
+                  pieces_extra_s: float | None = None, staging_s: float | None = None,
                   training_staging_s: float | None = None,
                   write_beside_s: float | None = None, deserialize_s: float | None = None,
                   interval_s: float | None = None) -> dict:
@@ -177,7 +179,8 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     ``fsync`` timed between the overhead runs (W_t; None: W), ``prune_s`` the deletion of an older
     checkpoint per engine, as the save rounds timed it (P; an engine not named: 0),
     ``training_cache_write_s`` the page-cache write timed between the overhead runs (p_t; None: S/p),
-    ``read_s`` and ``pieces_read_s`` the cold reads timed in the load rounds (R, G; None: S/r, R),
+    ``read_s`` the cold read front to back (R; None: S/r), ``pieces_extra_s`` what each archive read from its
+    end first adds to it in the load rounds (ΔG, :func:`pieces_extra_s`; None: 0; G = R + max(0, ΔG)),
     ``staging_s`` DCP's staging copy as its default stager makes it (D; None: S/F), ``training_staging_s``
     the same timed between the overhead runs (D_t; None: D), ``write_beside_s``
     what a durable write of S beside the training costs it (B; None: the work beside at the training's
@@ -185,13 +188,14 @@ def engines_model(f: Floors, torch_crc_Bps: float, pass_s: float, cores: int = 2
     loader deserializes it (Z; None: DCP's load predicted as G + A + S/c), ``interval_s`` the training between
     two checkpoints of an overhead run (I; None: long enough that no save waits for the write before it)."""
     times = {"snapshot_s": snapshot_s, "training_write_s": training_write_s,
-             "training_cache_write_s": training_cache_write_s, "read_s": read_s, "pieces_read_s": pieces_read_s,
+             "training_cache_write_s": training_cache_write_s, "read_s": read_s,
              "staging_s": staging_s, "training_staging_s": training_staging_s, "deserialize_s": deserialize_s,
              "interval_s": interval_s}
     prune = dict(prune_s or {})
-    _check_inputs(f, torch_crc_Bps, pass_s, (cores, train_threads), alloc_copy_Bps, times, write_beside_s,
-                  layout_s, prune)
+    _check_inputs(f, torch_crc_Bps, pass_s, (cores, train_threads), alloc_copy_Bps, times,
+                  {"write_beside_s": write_beside_s, "pieces_extra_s": pieces_extra_s}, layout_s, prune)
     x = _timed_terms(f, torch_crc_Bps, times, alloc_copy_Bps, layout_s, write_beside_s)
+    x["G"] = x["R"] + max(0.0, pieces_extra_s or 0.0)    # the same bytes in more pieces are read no faster
     omega = min(1.0, (store.WINDOW_B + store.CHUNK_B) / f.size_B)   # the share of S cached at once
     x["V"] = x["W_t"] + omega * max(0.0, x["p_t"] - x["W_t"])     # sync's write in training
     faults = max(0.0, x.get("u", x["F"]) - x["c"])     # A: the loaders' new tensors beyond a copy
@@ -243,7 +247,6 @@ def _timed_terms(f: Floors, torch_crc_Bps: float, times: dict, alloc_copy_Bps, l
         x["u"] = f.size_B / alloc_copy_Bps
     x["p_t"] = x["p"] if times["training_cache_write_s"] is None else times["training_cache_write_s"]
     x["R"] = x["r"] if times["read_s"] is None else times["read_s"]
-    x["G"] = x["R"] if times["pieces_read_s"] is None else times["pieces_read_s"]
     x["D"] = x["F"] if times["staging_s"] is None else times["staging_s"]
     if times["training_staging_s"] is not None:
         x["D_t"] = times["training_staging_s"]
@@ -257,7 +260,7 @@ def _timed_terms(f: Floors, torch_crc_Bps: float, times: dict, alloc_copy_Bps, l
 
 
 def _check_inputs(f: Floors, torch_crc_Bps: float, pass_s: float, counts: tuple, alloc_copy_Bps, times: dict,
-                  write_beside_s, layout_s: float, prune: dict) -> None:
+                  differences: dict, layout_s: float, prune: dict) -> None:
     """Refuse what :func:`engines_model` cannot predict from, naming the input and its limit."""
     rates = {"copy_Bps": f.copy_Bps, "fresh_copy_Bps": f.fresh_copy_Bps,
              "fresh_copy_small_pages_Bps": f.fresh_copy_small_pages_Bps, "cache_write_Bps": f.cache_write_Bps,
@@ -276,8 +279,9 @@ def _check_inputs(f: Floors, torch_crc_Bps: float, pass_s: float, counts: tuple,
     for name, v in times.items():
         if v is not None and not (0 < v < math.inf):
             raise MlsysimError(f"{name} must be a measured time > 0 s, got {v!r}")
-    if write_beside_s is not None and not (-math.inf < write_beside_s < math.inf):
-        raise MlsysimError(f"write_beside_s must be a measured time in s, got {write_beside_s!r}")
+    for name, v in differences.items():              # differences of two timings: noise may make them < 0
+        if v is not None and not (-math.inf < v < math.inf):
+            raise MlsysimError(f"{name} must be a measured time in s, got {v!r}")
     if not (0 <= layout_s < math.inf):
         raise MlsysimError(f"layout_s must be a measured time >= 0 s, got {layout_s!r}")
     for name, v in prune.items():
@@ -300,7 +304,7 @@ def remodel(record: dict) -> dict:
                           alloc_copy_Bps=record.get("alloc_copy_Bps"), snapshot_s=record.get("snapshot_copy_s"),
                           layout_s=record.get("layout_s") or 0.0, training_write_s=record.get("training_write_s"),
                           prune_s=prune, training_cache_write_s=record.get("training_cache_write_s"),
-                          pieces_read_s=_median_or_none(record.get("pieces_rounds_s")),
+                          pieces_extra_s=pieces_extra_s(record.get("read_rounds_s"), record.get("pieces_rounds_s")),
                           staging_s=record.get("staging_copy_s"), training_staging_s=record.get("training_staging_s"),
                           write_beside_s=record.get("write_beside_s"),
                           deserialize_s=record.get("deserialize_s"), interval_s=record.get("interval_s"))
@@ -308,5 +312,17 @@ def remodel(record: dict) -> dict:
     return {**record, "engines": engines, "terms_s": model["terms"]}
 
 
-def _median_or_none(values):
-    return statistics.median(values) if values else None
+def pieces_extra_s(read_rounds_s, pieces_rounds_s) -> float | None:
+    """What reading each tensor's archive from its end first, as DCP's loader reads, adds to reading the same
+    bytes front to back (ΔG): the median over the load rounds of the difference of the two cold reads that each
+    round times back to back (:func:`mlsysim.lab.pytorch.rates.cold_read_s`, front to back first); None where the
+    rounds timed no pair. A difference is taken, not either read alone: both ran slower than the loads that read
+    the same bytes (notebook 06b), so neither stands for a loader's read; the two are timed in one round, in turn.
+
+    >>> round(pieces_extra_s([0.8, 0.5, 0.9], [0.6, 0.7, 1.0]), 3)     # -0.2, 0.2, 0.1
+    0.1
+    """
+    pairs = list(zip(read_rounds_s or (), pieces_rounds_s or ()))
+    if not pairs or len(read_rounds_s) != len(pieces_rounds_s):
+        return None
+    return statistics.median(g - r for r, g in pairs)
