@@ -164,6 +164,11 @@ def test_the_probe_times_gloo_and_the_states_broadcast_into_new_tensors(run):
     files = _files(base, "fsdp")
     assert g["shard_read_B"] == sum(files) and len(g["shard_read_rounds_s"]) == 3
     assert g["shard_read_Bps"] == pytest.approx(sum(files) / sorted(g["shard_read_rounds_s"])[1])
+    # each mode's copy of a rank's own tensors into new ones and into touched ones, all ranks at once, once after
+    # every round: a whole replica under DDP, rank 0's shard under FSDP (the weights and moments, 12 B/param)
+    ddp, fsdp = g["new_tensors_ddp"], g["new_tensors_fsdp"]
+    assert ddp["bytes"] == pytest.approx(r.state_B, rel=0.01) and fsdp["bytes"] == pytest.approx(r.state_B / 2, rel=0.05)
+    assert all(len(x[k]) == 3 and min(x[k]) > 0 for x in (ddp, fsdp) for k in ("new_rounds_s", "touched_rounds_s"))
 
 
 def test_scheme_names():

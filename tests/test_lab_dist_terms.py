@@ -110,6 +110,15 @@ def test_the_restores_and_recoveries_worked_numbers():
     # both ranks reading the same file at once at 0.5 GB/s in all: 1 s more than one reader at 2 GB/s
     same = terms.refined_restore(dataclasses.replace(T, same_read_Bps=0.5e9), "replicated", 1e9)
     assert round(same - got["replicated"], 3) == 1.5
+    # the ranks' new tensors as the restore job times them, 0.5 ns per byte of a rank's (1 GB replica, 0.5 GB
+    # shard), in place of the faults NumPy's threads show (a = 1/5 - 1/10 s/GB: 0.1 s and 0.05 s); a median
+    # below zero (noise in a difference) counts as nothing
+    new = dataclasses.replace(T, new_tensor_ddp_s_per_B=0.5e-9, new_tensor_fsdp_s_per_B=0.5e-9)
+    assert round(terms.refined_restore(new, "replicated", 1e9) - got["replicated"], 3) == 0.4
+    assert round(terms.refined_restore(new, "sharded", 1e9) - got["sharded"], 3) == 0.2
+    assert round(terms.refined_restore(new, "broadcast", 1e9), 3) == got["broadcast"]   # rank 0 alone reads
+    none = dataclasses.replace(T, new_tensor_ddp_s_per_B=-0.1e-9)
+    assert round(got["replicated"] - terms.refined_restore(none, "replicated", 1e9), 3) == 0.1
     r = terms.refined_recovery(dataclasses.replace(T, start_s=5.0), 1e9)
     # the shard (0.5 GB) over the pair at 1 GB/s, beside the slower side: the sender's mapping and check
     # (1/5 + 1/20 s/GB) or the receiver's check and write (1/20 + 1/4 s/GB); then read back (1/5 + 1/20)
@@ -147,6 +156,7 @@ def test_the_restores_and_recoveries_worked_numbers():
     (lambda: terms.map_read_Bps(0.0), "size_B"),
     (lambda: dataclasses.replace(T, map_read_Bps=0.0), "map_read_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, shard_read_Bps=float("inf")), "shard_read_Bps must be a measured rate"),
+    (lambda: dataclasses.replace(T, new_tensor_ddp_s_per_B=math.nan), "new_tensor_ddp_s_per_B must be measured"),
 ])
 def test_bad_input_names_the_input(call, match):
     with pytest.raises(MlsysimError, match=match):

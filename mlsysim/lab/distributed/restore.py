@@ -21,7 +21,9 @@ a small collective: :func:`mlsysim.lab.distributed.terms.gloo_probe`) and each e
 save, on the job at its smallest width (:func:`~mlsysim.lab.distributed.probes.engine_probe`), and after
 every round of restores, in DDP mode, the broadcast of the job's own tensors into tensors the receivers
 allocate (:func:`~mlsysim.lab.distributed.terms.state_bcast_s`) and, in FSDP mode, every rank's cold read of its
-own shard file, all at once (:func:`~mlsysim.lab.distributed.terms.shard_read_s`), and at the end, in FSDP mode, DCP's
+own shard file, all at once (:func:`~mlsysim.lab.distributed.terms.shard_read_s`), and in each mode every rank's
+copy of its own tensors into new ones against touched ones, in the restores' warmed memory
+(:func:`~mlsysim.lab.distributed.terms.new_tensors_s`), and at the end, in FSDP mode, DCP's
 staging of the job's state (:func:`~mlsysim.lab.distributed.probes.dcp_stage`): the terms of the refined
 model.
 
@@ -370,6 +372,41 @@ def parse_schemes(text: str) -> tuple:
     return names
 
 
+def _round_probes(group, jobs: dict, shard_path, rounds: dict) -> None:
+    """The terms timed after every round of restores (every rank calls it), appended to ``rounds``: the
+    broadcast restore's transfer, its read aside (``bcast``, DDP); the disk's read of the shards where and when
+    the restores run (``read``, FSDP: ``shard_path``, this rank's file); each mode's new tensors, in the
+    restores' memory state (warmed as before a restore)."""
+    import torch.distributed as dist
+    from .probes import local_B
+    from .terms import new_tensors_s, shard_read_s, state_bcast_s
+    if "ddp" in jobs:
+        rounds["bcast"].append(state_bcast_s(group, jobs["ddp"].tensors()))
+    if "fsdp" in jobs:
+        rounds["read"].append(shard_read_s(group, shard_path))
+    for mode, job in jobs.items():
+        warm_memory(WARM_FACTOR * sum(local_B(t) for t in job.tensors().values()), dist.get_world_size())
+        rounds[mode].append(new_tensors_s(group, job.tensors()))
+
+
+def _round_terms(rounds: dict, jobs: dict, shards_B: int) -> dict:
+    """The probe's fields from :func:`_round_probes`' rounds (``shards_B``: the FSDP shard files' bytes)."""
+    out: dict = {}
+    if rounds["read"]:
+        out.update(shard_read_B=shards_B, shard_read_rounds_s=rounds["read"],
+                   shard_read_Bps=shards_B / statistics.median(rounds["read"]))
+    if rounds["bcast"]:
+        size = sum(t.numel() * t.element_size() for t in jobs["ddp"].tensors().values())
+        out.update(state_bcast_B=size, state_bcast_rounds_s=rounds["bcast"],
+                   bcast_state_Bps=size / statistics.median(rounds["bcast"]))
+    for mode in jobs:                      # rank 0's bytes: a whole replica (DDP) or its shard (FSDP)
+        if rounds[mode]:
+            out[f"new_tensors_{mode}"] = {"bytes": rounds[mode][0]["bytes"],
+                                          "new_rounds_s": [x["new_s"] for x in rounds[mode]],
+                                          "touched_rounds_s": [x["touched_s"] for x in rounds[mode]]}
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="torchrun ... -m mlsysim.lab.distributed.restore")
     p.add_argument("--dir", required=True, help="holds ddp/ and fsdp/ (the checkpoints of each mode)")
@@ -398,7 +435,7 @@ def main(argv=None) -> int:
     base = Path(a.dir)
     if a.probe_B > 0:
         from .probes import engine_probe
-        from .terms import gloo_probe, shard_read_s, state_bcast_s
+        from .terms import gloo_probe
         probe = {**gloo_probe(group, a.probe_B), **engine_probe(group, base / "engine-probe", a.layers)}
     modes = [m for m in MODES if any(SCHEME_MODE[s] == m for s in schemes)]
     jobs, expected, saved = {}, {}, {}
@@ -416,7 +453,7 @@ def main(argv=None) -> int:
         box = [expected[mode]]
         dist.broadcast_object_list(box, src=0, group=group)
         expected[mode] = box[0]
-    rounds_s, reads_s = [], []
+    rounds: dict = {"bcast": [], "read": [], **{m: [] for m in jobs}}
     own = shards.read_global(base / "fsdp", shards.global_steps(base / "fsdp")[-1])["shards"] \
         if a.probe_B > 0 and "fsdp" in jobs else []     # the FSDP job's shard files, read for r_S
     for repeat in range(a.repeats):
@@ -426,22 +463,13 @@ def main(argv=None) -> int:
                              drop=not a.keep_cache)
             if rank == 0:
                 _say(repeat=repeat, **event)
-        if a.probe_B > 0 and "ddp" in jobs:   # the broadcast restore's transfer, its read aside, in every round
-            rounds_s.append(state_bcast_s(group, jobs["ddp"].tensors()))
-        if a.probe_B > 0 and "fsdp" in jobs:  # the disk's read of the shards, where and when the restores run
-            reads_s.append(shard_read_s(group, base / "fsdp" / own[rank]["file"]))
+        if a.probe_B > 0:
+            _round_probes(group, jobs, base / "fsdp" / own[rank]["file"] if own else None, rounds)
     if a.probe_B > 0:
         if "fsdp" in jobs:     # DCP's staging of the sharded job's state at its full size
             from .probes import dcp_stage
             probe.update(dcp_stage(group, jobs["fsdp"]) or {})
-        if reads_s:
-            size = sum(f["size_B"] for f in own)
-            probe.update(shard_read_B=size, shard_read_rounds_s=reads_s,
-                         shard_read_Bps=size / statistics.median(reads_s))
-        if rounds_s:
-            size = sum(t.numel() * t.element_size() for t in jobs["ddp"].tensors().values())
-            probe.update(state_bcast_B=size, state_bcast_rounds_s=rounds_s,
-                         bcast_state_Bps=size / statistics.median(rounds_s))
+        probe.update(_round_terms(rounds, jobs, sum(f["size_B"] for f in own)))
         if rank == 0:
             _say(probe=True, **probe)
     dist.barrier()

@@ -14,6 +14,10 @@ timings in the same run):
   c_N   aggregate copy rate of N threads copying at once        :func:`parallel_copy_Bps`
   f_N   the same into memory allocated just before (faults)     :func:`parallel_copy_Bps` (``fresh``)
   F_N   the same into tensors PyTorch has just allocated        :func:`parallel_torch_fresh_Bps`
+  n_x   what N processes' new PyTorch tensors cost beyond a     :func:`new_tensors_s` (the median of one
+        copy, all at once, per byte of a rank's tensors, in     per restore round, in the restore job;
+        the restore job's memory state (x: ddp, a replica;      ddp in its DDP job, fsdp in its FSDP
+        fsdp, a shard)                                          job)
   σ     DCP's staging of the job's state, every rank at once    :func:`.probes.dcp_stage` (median of 3,
         (bytes staged per second); σ_s, the same of the job at  in the restore job, at the full size;
         its smallest width, held in d_s                         σ_s in :func:`.probes.engine_probe`)
@@ -156,12 +160,16 @@ for S / W and S / r (a single reader or writer keeps W and r).
   job holds beyond what it churns, so the host must back it again however the training churns);
 * sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load; S / r_S,
   else S / r_N, for S / r; a, as f_N is timed, of memory the guest still holds: the restores are timed in
-  warmed memory, the *Memory* of :mod:`~mlsysim.lab.distributed.restore`);
+  warmed memory, the *Memory* of :mod:`~mlsysim.lab.distributed.restore`; R n_fsdp for share(N) R a where
+  measured: the ranks read into tensors PyTorch allocates, in 4 KB pages, and f_N is timed with NumPy's
+  huge pages and threads of one process);
 * broadcast restore: S / r + S (1/k + a) + S / g_s + R N / c_N (rank 0 reads and verifies, then gloo
   into the tensors the receivers allocate for it: their pages are new, and each one faults in while
   the bytes arrive; S / g where g_s was not measured);
 * replicated restore: S / r_1N + share(N) S (1/k + a) + S N / c_N: every rank reads the same file at
-  once (the disk serves the first, the page cache the others, as measured), verifies it and copies it;
+  once (the disk serves the first, the page cache the others, as measured), verifies it and copies it
+  (S n_ddp for share(N) S a where measured: with more ranks than cores the 4 KB pages of the tensors
+  PyTorch allocates for each replica cost more than f_N shows, ``benchmarks/records/lab_readers-2026-12-04.json``);
 * peer-memory recovery: R / q + share(N) R max(1/f + 1/k, 1/k + 1/p) + 2 z (1/M for 1/f + 1/k here and
   below where M was measured: the tier's pages are mapped, not copied; the shard mapped, checked
   and sent chunk by chunk; received, checked and written into the replacement's memory tier, committed:
@@ -269,6 +277,8 @@ class Terms:
     gloo_share: float | None = None
     map_read_Bps: float | None = None
     shard_read_Bps: float | None = None
+    new_tensor_ddp_s_per_B: float | None = None
+    new_tensor_fsdp_s_per_B: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -291,6 +301,10 @@ class Terms:
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and -math.inf < v < math.inf):
                 raise MlsysimError(f"{k} must be a measured time in seconds or None, got {v!r}")
+        for k in ("new_tensor_ddp_s_per_B", "new_tensor_fsdp_s_per_B"):   # a difference of two timings
+            v = getattr(self, k)
+            if v is not None and not (isinstance(v, (int, float)) and -math.inf < v < math.inf):
+                raise MlsysimError(f"{k} must be measured seconds per byte or None, got {v!r}")
         for k in ("beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B", "gloo_share"):
             v = getattr(self, k)
             if v is not None and not (isinstance(v, (int, float)) and 0 <= v < math.inf):
@@ -598,8 +612,10 @@ def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
     faults = 1.0 / t.parallel_fresh_Bps - 1.0 / t.parallel_copy_Bps
     if scheme == "sharded":
         total, rank, _ = _sizes(t, size_B, "fsdp")
+        new = share(n, c) * rank * max(faults, 0) if t.new_tensor_fsdp_s_per_B is None \
+            else rank * max(0.0, t.new_tensor_fsdp_s_per_B)       # the ranks' new tensors, as timed in the job
         return (max(total / (t.shard_read_Bps or t.shared_read_Bps or t.read_cold_Bps), share(n, c) * rank / t.crc_Bps)
-                + share(n, c) * rank * max(faults, 0) + n * rank / t.parallel_copy_Bps)
+                + new + n * rank / t.parallel_copy_Bps)
     total, rank, _ = _sizes(t, size_B, "ddp")
     if scheme == "broadcast":
         if not t.bcast_Bps:
@@ -608,8 +624,10 @@ def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
                 + rank / (t.bcast_state_Bps or t.bcast_Bps)
                 + n * rank / t.parallel_copy_Bps)
     if scheme == "replicated":
+        new = share(n, c) * rank * max(faults, 0) if t.new_tensor_ddp_s_per_B is None \
+            else rank * max(0.0, t.new_tensor_ddp_s_per_B)
         return (total / (t.same_read_Bps or t.read_cold_Bps)
-                + share(n, c) * rank * (1.0 / t.crc_Bps + max(faults, 0)) + n * rank / t.parallel_copy_Bps)
+                + share(n, c) * rank / t.crc_Bps + new + n * rank / t.parallel_copy_Bps)
     raise MlsysimError(f"scheme must be one of replicated, sharded, broadcast, got {scheme!r}")
 
 
@@ -719,6 +737,35 @@ def state_bcast_s(group, tensors: dict) -> float:
         w.wait()
     dist.barrier(group=group)
     return time.perf_counter() - t0
+
+
+def new_tensors_s(group, tensors: dict) -> dict:
+    """In a running job (every rank calls it, with its own tensors): seconds until every rank has copied its
+    own part of ``tensors`` (a DTensor's local shard, else the tensor) into tensors PyTorch's allocator makes
+    just before (``torch.empty_like``, all held until the last is copied, then freed, as a restore reads its
+    tensors into new ones and loads them):
+    ``new_s``; and the same copies into tensors made and touched beforehand: ``touched_s``; all ranks at once,
+    barrier to barrier. Their difference is what the restore's new tensors cost beyond the copy, timed in
+    the restore job's own memory state and with its N processes on the machine's cores (``bytes``: this
+    rank's)."""
+    import torch
+    import torch.distributed as dist
+    local = [t.to_local() if hasattr(t, "to_local") else t for _, t in sorted(tensors.items())]
+    ready = [torch.empty_like(t).fill_(1) for t in local]
+
+    def timed(fn) -> float:
+        dist.barrier(group=group)
+        t0 = time.perf_counter()
+        fn()
+        dist.barrier(group=group)
+        return time.perf_counter() - t0
+
+    touched = timed(lambda: [r.copy_(t) for t, r in zip(local, ready)])
+    del ready                                    # its pages, just freed, go to the next allocation first
+    held: list = []
+    new = timed(lambda: held.extend(torch.empty_like(t).copy_(t) for t in local))
+    del held
+    return {"new_s": new, "touched_s": touched, "bytes": sum(t.numel() * t.element_size() for t in local)}
 
 
 def job_prediction(events, job: dict, directory) -> dict:
