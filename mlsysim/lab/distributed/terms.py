@@ -743,11 +743,10 @@ def new_tensors_s(group, tensors: dict) -> dict:
     """In a running job (every rank calls it, with its own tensors): seconds until every rank has copied its
     own part of ``tensors`` (a DTensor's local shard, else the tensor) into tensors PyTorch's allocator makes
     just before (``torch.empty_like``, all held until the last is copied, then freed, as a restore reads its
-    tensors into new ones and loads them):
-    ``new_s``; and the same copies into tensors made and touched beforehand: ``touched_s``; all ranks at once,
-    barrier to barrier. Their difference is what the restore's new tensors cost beyond the copy, timed in
-    the restore job's own memory state and with its N processes on the machine's cores (``bytes``: this
-    rank's)."""
+    tensors into new ones and loads them), ``new_s``, and the same copies into tensors made and touched
+    beforehand, ``touched_s``: all ranks at once, barrier to barrier. Their difference is what the restore's
+    new tensors cost beyond the copy, timed in the restore job's own memory state and with its N processes
+    on the machine's cores (``bytes``: this rank's)."""
     import torch
     import torch.distributed as dist
     local = [t.to_local() if hasattr(t, "to_local") else t for _, t in sorted(tensors.items())]
