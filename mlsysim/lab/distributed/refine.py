@@ -16,8 +16,6 @@ model only (:func:`~mlsysim.lab.distributed.terms.job_prediction`).
 """
 from __future__ import annotations
 
-import statistics
-
 from ...errors import MlsysimError
 
 #: the engines the refined model predicts
@@ -60,23 +58,8 @@ def job_terms(run, restores, directory=None):
         torch_fresh_Bps=parallel_torch_fresh_Bps(size, n),
         dcp_stage_Bps=g["dcp_stage_B"] / g["dcp_stage_s"] if g.get("dcp_stage_s") else None,
         dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),
-        new_tensor_ddp_s_per_B=new_tensor_s_per_B(g.get("new_tensors_ddp")),
-        new_tensor_fsdp_s_per_B=new_tensor_s_per_B(g.get("new_tensors_fsdp")))
-
-
-def new_tensor_s_per_B(timed: dict | None) -> float | None:
-    """What N ranks' new tensors cost beyond a copy, per byte of one rank's, from the restore job's
-    :func:`~mlsysim.lab.distributed.terms.new_tensors_s` rounds (``bytes``, ``new_rounds_s``, ``touched_rounds_s``):
-    the median over the rounds of new less touched, over the bytes; None where not timed.
-
-    >>> t = {"bytes": 1e9, "new_rounds_s": [0.9, 0.7, 0.8], "touched_rounds_s": [0.4, 0.45, 0.5]}
-    >>> round(new_tensor_s_per_B(t) * 1e9, 3)        # the median of 0.5, 0.25, 0.3 s over 1 GB, in ns/B
-    0.3
-    """
-    if not timed or not timed.get("new_rounds_s"):
-        return None
-    extra = statistics.median(a - b for a, b in zip(timed["new_rounds_s"], timed["touched_rounds_s"]))
-    return extra / timed["bytes"]
+        new_tensor_ddp_s_per_B=g.get("new_tensor_ddp_s_per_B"),
+        new_tensor_fsdp_s_per_B=g.get("new_tensor_fsdp_s_per_B"))
 
 
 def refined_figures(run, terms, state_B: float) -> dict:

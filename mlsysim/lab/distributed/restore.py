@@ -401,9 +401,11 @@ def _round_terms(rounds: dict, jobs: dict, shards_B: int) -> dict:
                    bcast_state_Bps=size / statistics.median(rounds["bcast"]))
     for mode in jobs:                      # rank 0's bytes: a whole replica (DDP) or its shard (FSDP)
         if rounds[mode]:
-            out[f"new_tensors_{mode}"] = {"bytes": rounds[mode][0]["bytes"],
-                                          "new_rounds_s": [x["new_s"] for x in rounds[mode]],
+            size = rounds[mode][0]["bytes"]
+            out[f"new_tensors_{mode}"] = {"bytes": size, "new_rounds_s": [x["new_s"] for x in rounds[mode]],
                                           "touched_rounds_s": [x["touched_s"] for x in rounds[mode]]}
+            out[f"new_tensor_{mode}_s_per_B"] = statistics.median(x["new_s"] - x["touched_s"]
+                                                                  for x in rounds[mode]) / size
     return out
 
 

@@ -612,8 +612,7 @@ def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
     faults = 1.0 / t.parallel_fresh_Bps - 1.0 / t.parallel_copy_Bps
     if scheme == "sharded":
         total, rank, _ = _sizes(t, size_B, "fsdp")
-        new = share(n, c) * rank * max(faults, 0) if t.new_tensor_fsdp_s_per_B is None \
-            else rank * max(0.0, t.new_tensor_fsdp_s_per_B)       # the ranks' new tensors, as timed in the job
+        new = _new_tensors_s(t.new_tensor_fsdp_s_per_B, rank, share(n, c), faults)
         return (max(total / (t.shard_read_Bps or t.shared_read_Bps or t.read_cold_Bps), share(n, c) * rank / t.crc_Bps)
                 + new + n * rank / t.parallel_copy_Bps)
     total, rank, _ = _sizes(t, size_B, "ddp")
@@ -624,11 +623,15 @@ def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
                 + rank / (t.bcast_state_Bps or t.bcast_Bps)
                 + n * rank / t.parallel_copy_Bps)
     if scheme == "replicated":
-        new = share(n, c) * rank * max(faults, 0) if t.new_tensor_ddp_s_per_B is None \
-            else rank * max(0.0, t.new_tensor_ddp_s_per_B)
+        new = _new_tensors_s(t.new_tensor_ddp_s_per_B, rank, share(n, c), faults)
         return (total / (t.same_read_Bps or t.read_cold_Bps)
                 + share(n, c) * rank / t.crc_Bps + new + n * rank / t.parallel_copy_Bps)
     raise MlsysimError(f"scheme must be one of replicated, sharded, broadcast, got {scheme!r}")
+
+
+def _new_tensors_s(timed_s_per_B: float | None, rank_B: float, shared: float, faults_s_per_B: float) -> float:
+    """A restore's new tensors beyond the copy: as the restore job timed them (n_x) where it did, else NumPy's."""
+    return shared * rank_B * max(faults_s_per_B, 0.0) if timed_s_per_B is None else rank_B * max(0.0, timed_s_per_B)
 
 
 def refined_recovery(t: Terms, size_B: float) -> dict:

@@ -385,8 +385,7 @@ def compare(size_B: float = 16e6, engines=ALL_ENGINES, repeats: int = 3, directo
             min(repeats, OVERHEAD_ROUNDS))
         loads, reads = _load_rounds(engines, folders, cfg, LOAD_ROUNDS * repeats,
                                     (root / "read-floor.bin", tensor_sizes(state)), say)
-        timed.update({k: statistics.median(v) for k, v in reads.items()},
-                     pieces_extra_s=pieces_extra_s(reads["read_s"], reads["pieces_read_s"]))
+        timed["pieces_extra_s"] = pieces_extra_s(reads["read_s"], reads["pieces_read_s"])
         timed.update(staging_s=staging, deserialize_s=unpickle_s)
         model = _model(floors, torch_crc, alloc_Bps, snapshot_s, timed,
                        {e: _median_known(r.prune_s for r in records[e]) for e in engines})
