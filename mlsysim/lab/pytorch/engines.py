@@ -161,6 +161,7 @@ class DcpEngine(Engine):
                 self.wait()
                 waited = time.perf_counter() - t0
             fut = dcp.async_save(state, storage_writer=self._writer(path, step), process_group=self.process_group)
+            stall = time.perf_counter() - t0   # save has returned; a save already done commits (and prunes) below
             announced = threading.Event()      # the callback runs after result() returns to waiters
 
             def committed(f, step=step, t0=t0):
@@ -176,7 +177,7 @@ class DcpEngine(Engine):
         else:
             dcp.save(state, storage_writer=self._writer(path, step), process_group=self.process_group)
             self._committed(step, t0)
-        stall = time.perf_counter() - t0
+            stall = time.perf_counter() - t0
         self.records.append(SaveRecord(step, _dcp_size(path), stall, waited, float("nan")))
         if not self.asynchronous:
             self._prune(step, self._remove_old)
