@@ -11,7 +11,8 @@ benchmark loses a node at (1 GB, FSDP, the ``concurrent`` engine with its memory
 
 * two launches of the job, one right after the other: from the launch to the workers' start events (the
   agents, the rendezvous, new Python processes with PyTorch, the process groups: ``launch_s``), and from
-  there to rank 0's resume event (the model built and sharded, the engines' buffers touched: ``setup_s``);
+  there to rank 0's resume event (the model built and sharded, the engines' buffers touched: ``setup_s``, of
+  which the buffers' touch is ``prepare_s``);
   the second finds the memory the first one's workers freed a moment before, as a restart finds the
   memory of the workers a loss killed;
 * the two losses of that run, the first recovered from the peer's memory, the second (the survivor's workers
@@ -37,14 +38,18 @@ NODES = ((2, 1), (2, 2))       # (nodes, ranks per node)
 
 def _phases(run, t0: float, kills=()) -> list[dict]:
     """Per attempt of ``run`` (a launcher Attempt): its start, from ``t0`` or from the kill that ended the
-    attempt before, to the workers' first start event, and on to rank 0's resume event, less its recovery."""
+    attempt before, to the workers' first start event, and on to rank 0's resume event, less its recovery;
+    of that setup, rank 0's touch of the engines' snapshot buffers (``prepare_s``)."""
     out = []
+    prepared = [e["prepared_s"] for e in run.events if "prepared_s" in e]     # one per attempt, rank 0's
+    starts = [t for e, t in zip(run.events, run.times) if "start" in e]   # an attempt's number may repeat
     for attempt in range(len(kills) + 1):
-        started = min(t for e, t in zip(run.events, run.times) if e.get("start") == attempt)
-        resumed = [(e, t) for e, t in zip(run.events, run.times) if "resumed_from" in e][attempt]
         begin = t0 if attempt == 0 else kills[attempt - 1]
+        started = min(t for t in starts if t >= begin)
+        resumed = [(e, t) for e, t in zip(run.events, run.times) if "resumed_from" in e][attempt]
         out.append({"from_s": started - begin, "setup_s": resumed[1] - started - resumed[0]["recovery_s"],
-                    "recovery_s": resumed[0]["recovery_s"], "source": resumed[0]["source"]})
+                    "prepare_s": prepared[attempt], "recovery_s": resumed[0]["recovery_s"],
+                    "source": resumed[0]["source"]})
     return out
 
 
@@ -65,8 +70,10 @@ def measure(nodes: int, nproc: int, d_model: int) -> dict:
                               memory=True, d_model=d_model, layers=LAYERS, node_losses=losses, checksums=True)
         _, *after = _phases(run, t0, run.kill_times)
     return {"nodes": nodes, "ranks_per_node": nproc,
-            "fresh": [{"launch_s": x["from_s"], "setup_s": x["setup_s"]} for x in starts],
-            "losses": [{"rejoin_s": a["from_s"], "setup_s": a["setup_s"], "recovery_s": a["recovery_s"],
+            "fresh": [{"launch_s": x["from_s"], "setup_s": x["setup_s"], "prepare_s": x["prepare_s"]}
+                      for x in starts],
+            "losses": [{"rejoin_s": a["from_s"], "setup_s": a["setup_s"], "prepare_s": a["prepare_s"],
+                        "recovery_s": a["recovery_s"],
                         "source": a["source"], "downtime_s": d} for a, d in zip(after, run.downtimes())]}
 
 
@@ -82,10 +89,12 @@ def main(argv=None) -> int:
         r = measure(nodes, nproc, cfg.d_model)
         for i, f in enumerate(r["fresh"]):
             print(f"{nodes} nodes x {nproc}, {cfg.state_B / 1e6:.0f} MB: launch {i + 1} {f['launch_s']:.2f} s + setup "
-                  f"{f['setup_s']:.2f} s = {f['launch_s'] + f['setup_s']:.2f} s", flush=True)
+                  f"{f['setup_s']:.2f} s (buffers {f['prepare_s']:.2f} s) = {f['launch_s'] + f['setup_s']:.2f} s",
+                  flush=True)
         for x in r["losses"]:
             print(f"   loss, recovered from {x['source']}: rejoin {x['rejoin_s']:.2f} s + setup {x['setup_s']:.2f} s "
-                  f"+ recovery {x['recovery_s']:.2f} s; downtime {x['downtime_s']:.2f} s", flush=True)
+                  f"(buffers {x['prepare_s']:.2f} s) + recovery {x['recovery_s']:.2f} s; "
+                  f"downtime {x['downtime_s']:.2f} s", flush=True)
         runs.append(r)
     result = {**record_head("mlsysim.lab.restart/1", "bench_lab_restart.py", argv, t_start),
               "state_B": cfg.state_B, "d_model": cfg.d_model, "layers": LAYERS, "steps": STEPS, "every": EVERY,
