@@ -280,7 +280,7 @@ def test_the_ranks_waits_take_the_hosts_work_and_free_cores_the_writers_too():
     # they take 0.2, and the writers' 1.0 s of CPU is lost over the 2 cores
     small = terms.refined_job(dataclasses.replace(t, busy_share=0.75, beside_mean_loss_s_per_B=0.6e-9), 1e9)
     assert round(small["terms"]["idle_taken_s"], 3) == 0.2 and round(small["terms"]["writer_loss_s"], 3) == 0.5
-    # ranks that wait all the time leave the host's work nothing to take from them; the writers' still is
+    # ranks that only ever wait lose none of the host's work (their waits take all 0.6 s), the writers' CPU still
     never = terms.refined_job(dataclasses.replace(t, busy_share=0.0, beside_write_s_per_B=1e-9), 1e9)
     assert round(never["terms"]["idle_taken_s"], 3) == 0.6 and round(never["terms"]["writer_loss_s"], 3) == 0.5
     # a core no rank runs on takes the writers' work first, then the host's: one rank on 2 cores, busy half the

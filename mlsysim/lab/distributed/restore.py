@@ -535,7 +535,7 @@ def run_worker(args: list, nproc: int, timeout_s: float = 300.0) -> list[dict]:
         stderr = err.read().decode(errors="replace")
         err.close()
     if status != 0:
-        tail = [ln for ln in stderr.splitlines() if "Error" in ln or "error:" in ln]
+        tail = [ln for ln in stderr.splitlines() if ("Error" in ln or "error:" in ln) and "ChildFailedError" not in ln]
         raise LaunchError(f"the {nproc}-rank restore failed (exit status {status})"
                           + (f": {tail[-1].strip()}" if tail else ""))
     return events
