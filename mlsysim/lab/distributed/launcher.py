@@ -1,31 +1,29 @@
 """Drive the distributed lab from Python: launch ``torchrun`` agents, kill ranks or nodes, resume, reshard.
 
-No PyTorch import here (the workers import it): :func:`run_distributed` starts one
-``python -m torch.distributed.run`` (torchrun) agent per node, with a c10d rendezvous on
-``127.0.0.1`` at a free port, reads the JSON lines of :mod:`mlsysim.lab.distributed.worker`, SIGKILLs
-the rank that paused at a named point (or a random rank at a random time), or a whole node,
-lets ``--max-restarts`` restart the group, and compares every loss after the resume with an
-uninterrupted run's. Every process it starts is killed by its pid before it returns, whatever
-happens, and the memory tiers it created are removed.
+No PyTorch import here (the workers import it): :func:`run_distributed` starts one ``python -m
+torch.distributed.run`` (torchrun) agent per node, with a c10d rendezvous on ``127.0.0.1`` at a free port, reads
+the JSON lines of :mod:`mlsysim.lab.distributed.worker`, SIGKILLs the rank that paused at a named point (or a
+random rank at a random time), or a whole node, lets ``--max-restarts`` restart the group, and compares every
+loss after the resume with an uninterrupted run's. Every process it starts is killed by its pid before it
+returns, whatever happens, and the memory tiers it created are removed.
 
-**Two nodes on one machine.** Each node is a torchrun agent with ``--nnodes 2`` (or ``1:2``,
-elastic) and its own memory tier, ``<root>/<node>/`` under ``/dev/shm``; the node's name is
-the ``MLSYSIM_NODE`` this driver sets for its agent (``node-0``, ``node-1``, a replacement
-``node-2`` ...), never the group rank the rendezvous hands out. ``node-0`` hosts the
-rendezvous' store (``is_host``; losing it would end the job, as losing the store's host does on
-real machines), so the node lost is always another. Losing a node: its first rank pauses at the
-planned point, then the agent is stopped (SIGSTOP, so that it starts nothing), every worker it
-spawned is SIGKILLed (torchrun starts each in a session of its own, so the agent's process group
-does not hold them), then the agent's process group; its memory tier is erased and, unless the
-job is elastic, a replacement agent with an empty memory tier joins. The rendezvous' timeouts
-(:data:`RDZV_CONF`) are set so that each recovery takes seconds: a dead node is declared after
-``keep_alive_interval`` x ``keep_alive_max_attempt`` = 2 s without heartbeat, and an elastic
-round closes ``last_call_timeout`` = 3 s after its smallest size is reached. Every agent runs
-with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: the workers' store is then made anew for every
-round by its rank 0 (a surviving agent would otherwise keep the address of the first round's
-store, and a replacement would wait for one that is never announced)."""
+**Two nodes on one machine.** Each node is a torchrun agent with ``--nnodes 2`` (or ``1:2``, elastic) and its own
+memory tier, ``<root>/<node>/`` under ``/dev/shm``; the node's name is the ``MLSYSIM_NODE`` this driver sets for
+its agent (``node-0``, ``node-1``, a replacement ``node-2`` ...), never the group rank the rendezvous hands out.
+``node-0`` hosts the rendezvous' store (``is_host``; losing it would end the job, as losing the store's host does
+on real machines), so the node lost is always another. Losing a node: its first rank pauses at the planned point,
+then the agent is stopped (SIGSTOP, so that it starts nothing), every worker it spawned is SIGKILLed (torchrun
+starts each in a session of its own, so the agent's process group does not hold them), then the agent's process
+group; its memory tier is erased and, unless the job is elastic, a replacement agent with an empty memory tier
+joins. The rendezvous' timeouts (:data:`RDZV_CONF`) are set so that each recovery takes seconds: a dead node is
+declared after ``keep_alive_interval`` x ``keep_alive_max_attempt`` = 2 s without heartbeat, and an elastic round
+closes ``last_call_timeout`` = 3 s after its smallest size is reached. Every agent runs with
+``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: the workers' store is then made anew for every round by its rank 0 (a
+surviving agent would otherwise keep the address of the first round's store, and a replacement would wait for one
+that is never announced)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -55,6 +53,12 @@ RDZV_CONF = (("join_timeout", 60), ("last_call_timeout", 3), ("close_timeout", 5
 
 class LaunchError(MlsysimError):
     """The job could not be launched or did not finish (the message says why, in one line)."""
+
+
+def failure_line(stderr: str) -> str:
+    """": " and the last line of ``stderr`` naming an error, not torchrun's closing ChildFailedError ("" if none)."""
+    lines = [ln for ln in stderr.splitlines() if ("Error" in ln or "error:" in ln) and "ChildFailedError" not in ln]
+    return f": {lines[-1].strip()}" if lines else ""
 
 
 def free_port() -> int:
@@ -111,11 +115,8 @@ def live_runs() -> tuple[bool, str]:
 # --- processes ---------------------------------------------------------------------------------------
 def _state(pid: int) -> str | None:
     """The process' state letter (``R``, ``S``, ``T``, ``Z`` ...), or None if there is none."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        pass
+    with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
     try:
         os.kill(pid, 0)          # no /proc: alive or a zombie, as far as we can tell
         return "?"
@@ -463,8 +464,7 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
     finally:
         job.cleanup()
     if out.status != 0:
-        tail = [ln for ln in out.stderr.splitlines() if "Error" in ln or "error:" in ln]
-        raise LaunchError(f"{job.what} failed (exit status {out.status})" + (f": {tail[-1].strip()}" if tail else ""))
+        raise LaunchError(f"{job.what} failed (exit status {out.status})" + failure_line(out.stderr))
     return out
 
 

@@ -84,7 +84,7 @@ from ..checksum import crc32
 from . import shards
 from .predict import SCHEME_MODE, SCHEMES, DistMachine, RestorePrediction, JobPrediction, measure_dist_machine, \
     predict_job, predict_restore
-from .launcher import LaunchError, _kill, check_world, free_port, has_torch
+from .launcher import LaunchError, _kill, check_world, failure_line, free_port, has_torch
 
 MODES = ("ddp", "fsdp")
 
@@ -177,6 +177,13 @@ def warm_memory(nbytes: int, share: int = 1) -> int:
 
 
 # --- the worker (runs under torchrun; PyTorch imported inside) --------------------------------------
+def _warm(job, world: int) -> int:
+    """:func:`warm_memory` before one of ``job``'s restores (or a probe in the same state): :data:`WARM_FACTOR`
+    times a rank's bytes of the job's tensors, ``world`` ranks at once."""
+    from .probes import local_B
+    return warm_memory(WARM_FACTOR * sum(local_B(t) for t in job.tensors().values()), world)
+
+
 def _say(**event) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
@@ -301,8 +308,7 @@ def _restore(scheme: str, directory: Path, job, expected: dict, saved: dict | No
     step = record["step"]
     paths = [directory / s["file"] for s in record["shards"]]
     _scramble(job)
-    from .probes import local_B
-    warmed = warm_memory(WARM_FACTOR * sum(local_B(t) for t in job.tensors().values()), world)
+    warmed = _warm(job, world)
     dist.barrier()
     before = None
     if rank == 0:
@@ -378,14 +384,13 @@ def _round_probes(group, jobs: dict, shard_path, rounds: dict) -> None:
     the restores run (``read``, FSDP: ``shard_path``, this rank's file); each mode's new tensors, in the
     restores' memory state (warmed as before a restore)."""
     import torch.distributed as dist
-    from .probes import local_B
     from .terms import new_tensors_s, shard_read_s, state_bcast_s
     if "ddp" in jobs:
         rounds["bcast"].append(state_bcast_s(group, jobs["ddp"].tensors()))
     if "fsdp" in jobs:
         rounds["read"].append(shard_read_s(group, shard_path))
     for mode, job in jobs.items():
-        warm_memory(WARM_FACTOR * sum(local_B(t) for t in job.tensors().values()), dist.get_world_size())
+        _warm(job, dist.get_world_size())
         rounds[mode].append(new_tensors_s(group, job.tensors()))
 
 
@@ -535,9 +540,7 @@ def run_worker(args: list, nproc: int, timeout_s: float = 300.0) -> list[dict]:
         stderr = err.read().decode(errors="replace")
         err.close()
     if status != 0:
-        tail = [ln for ln in stderr.splitlines() if ("Error" in ln or "error:" in ln) and "ChildFailedError" not in ln]
-        raise LaunchError(f"the {nproc}-rank restore failed (exit status {status})"
-                          + (f": {tail[-1].strip()}" if tail else ""))
+        raise LaunchError(f"the {nproc}-rank restore failed (exit status {status})" + failure_line(stderr))
     return events
 
 

@@ -565,7 +565,8 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
             taken = t.beside_mean_loss_s_per_B * total * min(n, c) + cpu - t.writer_cpu_s_per_B * total
         spare = max(0.0, c - n) * writers        # cores no rank runs on: the writers' work, then the host's
         waits = (max(0.0, c - n * rho) - max(0.0, c - n)) * writers      # the ranks' waits: the host's only
-        idle = min(cpu, spare) + max(0.0, min(taken - cpu, spare - min(cpu, spare) + waits))
+        own = min(cpu, spare)                    # the writers' work on cores no rank runs on
+        idle = own + max(0.0, min(taken - cpu, spare - own + waits))     # then the host's, there and in the waits
         loss = max(0.0, taken - idle) / min(n, c)
         out["terms"].update(writer_cpu_s=cpu, writer_taken_s=taken, idle_taken_s=idle, writer_loss_s=loss)
     out["terms"]["writers_s"] = writers
