@@ -477,9 +477,9 @@ def test_across_runs_counts_each_figure_in_every_run_and_names_a_one_sided_miss(
     assert sum(r["held"] for r in rows) == 56 + 54                      # each run's own count, summed
     own = {r["figure"]: r["ratio"] for r in model_table(remodel(earlier))}
     assert all(r["ratios"][1] == own[r["figure"]] for r in rows)
-    fig = "2 ranks, 1013 MB: dcp-async overhead"                        # 2.16 and 1.63 times the model
+    fig = "2 ranks, 1013 MB: dcp-async overhead"                        # 1.68 and 1.37 times the model
     (row,) = [r for r in rows if r["figure"] == fig]
-    assert row["side"] == "above" and row["held"] == 0 and row["lowest"] > 1.6 and row["highest"] > 2.1
+    assert row["side"] == "above" and row["held"] == 0 and row["lowest"] > 1.3 and row["highest"] > 1.6
     assert row["median_ratio"] == pytest.approx((row["lowest"] + row["highest"]) / 2)
     lower = copy.deepcopy(earlier)
     q = next(q for q in lower["points"] if q["world_size"] == 2 and q["state_B"] > 1e9)

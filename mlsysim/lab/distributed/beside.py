@@ -10,7 +10,9 @@ while the training churns, the pages a writer frees and takes again stay backed 
 between two checkpoints: what grows is what the host must back again, such as a file that a checkpoint
 leaves in the page cache. :func:`beside` times the writes after the gap once more beside processes that
 churn memory at the job's own rate (``churn_Bps``): u_c, which stands for u and u_h where it was measured
-(the training churns beside every write, whatever the gap).
+(the training churns beside every write, whatever the gap). Then it times such a file itself: writers that
+leave the whole file cached and call ``fsync`` at its end, as DCP's does, each older file deleted once the
+newer one is durable, as a checkpoint's older one is (u_f, without a CRC-32).
 """
 from __future__ import annotations
 
@@ -115,7 +117,10 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     kernel, as ``getrusage`` accounts it to this process: the median of the five),
     ``writers_cpu_reclaimed_s`` (the same of the writes after the wait, the median; None where
     ``reclaimed`` is 0), ``writers_cpu_churned_s`` (the same beside the churning processes, the median; None
-    without ``churn_Bps`` or where ``reclaimed`` is 0), ``churn_Bps``, ``writers_beside_s`` (the writers'
+    without ``churn_Bps`` or where ``reclaimed`` is 0), ``writers_cpu_cached_s`` (the same of writers that
+    leave their whole files cached, ``fsync`` at the end, each file of the write before deleted after it,
+    :func:`_cached_writers`: ``reclaimed`` + 1 writes, the first, which frees none, not counted; None where
+    the churned ones are), ``churn_Bps``, ``writers_beside_s`` (the writers'
     seconds with the spinners beside them),
     ``loss_s`` (how much longer the slowest spinner took than alone), ``mean_loss_s`` (the same of the
     spinners' mean: what each lost, on average), ``steal_s`` (the CPU time the host took from this
@@ -146,6 +151,10 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     alone = min(w for w, _ in timed)
     after_wait = _after_wait(writers, reclaimed, reclaim_wait_s)     # into memory the host took back
     churned = _beside_churn(writers, ctx, churn_Bps, reclaimed, reclaim_wait_s, world) if churn_Bps else []
+    cached = _beside_churn(_cached_writers(directory, data, world), ctx, churn_Bps, reclaimed + 1, reclaim_wait_s,
+                           world)[1:] if churn_Bps and reclaimed else []     # the first frees no older file
+    for path in Path(directory).glob("cached-*.bin"):
+        path.unlink()
     k = _spins_for(3 * max(alone, 0.05), ctx)
 
     def spinners(with_writers: bool) -> tuple[float, float, float | None, float | None]:
@@ -172,6 +181,7 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
             "writers_cpu_s": statistics.median(c for _, c in timed),
             "writers_cpu_reclaimed_s": statistics.median(after_wait) if after_wait else None, "writers_beside_s": w,
             "writers_cpu_churned_s": statistics.median(churned) if churned else None, "churn_Bps": churn_Bps,
+            "writers_cpu_cached_s": statistics.median(cached) if cached else None,
             "loss_s": max(0.0, slowest - min(b[0] for b in bases)),
             "mean_loss_s": max(0.0, statistics.median(r[1] for r in runs) - mean_base), "steal_s": stolen}
 
@@ -192,6 +202,32 @@ def _beside_churn(writers, ctx, churn_Bps: float, reclaimed: int, wait_s: float,
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+
+
+def _cached_writers(directory, data, world: int):
+    """A call that has ``world`` threads each write ``data`` into a new file left in the page cache, one
+    ``fsync`` at its end (DCP's writer, less its CRC-32), then deletes each thread's file of the call
+    before (a checkpoint's older one, deleted once the newer one is durable); returns the seconds of the
+    writes. The last call's files stay (``cached-*.bin`` in ``directory``)."""
+    from ..floors import cache_write_once
+    calls = []
+
+    def one(i: int) -> None:
+        path = Path(directory) / f"cached-{i}-{len(calls) % 2}.bin"
+        cache_write_once(path, data)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def writers() -> float:
+        seconds = together_s(one, world)
+        calls.append(seconds)
+        for i in range(world):
+            (Path(directory) / f"cached-{i}-{len(calls) % 2}.bin").unlink(missing_ok=True)
+        return seconds
+    return writers
 
 
 def _after_wait(writers, times: int, wait_s: float) -> list:

@@ -1,13 +1,17 @@
-"""Each engine's fixed costs, measured inside a running gloo job on the lab's FSDP job at its smallest
-width, and DCP's staging of the job's state at its full size (no PyTorch import at module level): the terms
-d, o, b and σ of :mod:`mlsysim.lab.distributed.terms`."""
+"""The terms of :mod:`mlsysim.lab.distributed.terms` measured inside a running gloo job (no PyTorch import at
+module level): each engine's fixed costs on the lab's FSDP job at its smallest width and DCP's staging of
+the job's state at its full size (d, o, b and σ), gloo's rates (g, q, l), the disk's read of the job's own
+shards (r_S), the broadcast of its state (g_s) and its new tensors (n_x)."""
 from __future__ import annotations
 
 import json
 import math
 import statistics
+import os
 import time
 from pathlib import Path
+
+import numpy as np
 
 from ...errors import check_integer
 
@@ -167,3 +171,104 @@ def local_B(t) -> int:
     """Bytes of a rank's own part of ``t`` (a DTensor's local shard, else the tensor)."""
     local = t.to_local() if hasattr(t, "to_local") else t
     return local.numel() * local.element_size()
+
+
+def gloo_probe(group, size_B: float, repeats: int = 2) -> dict:
+    """In a running gloo job (every rank calls it): the best of ``repeats`` timings of rank 0's
+    broadcast of ``size_B`` bytes to all, and of N/2 pairs (rank r to rank r + N/2) each sending
+    ``size_B`` at once, and the best of 5 ``all_gather_object`` of a small object. Returns ``bcast_Bps``
+    (bytes / seconds, the N − 1 copies inside), ``pair_Bps`` (one pair's bytes / seconds) and
+    ``latency_s`` (one small object collective)."""
+    import torch
+    import torch.distributed as dist
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    buf = torch.ones(max(int(size_B) // 4, 1), dtype=torch.float32)
+    half = world // 2
+
+    def timed(fn, times=repeats, closing=True):
+        best = math.inf
+        for _ in range(times):
+            dist.barrier(group=group)
+            t0 = time.perf_counter()
+            fn()
+            if closing:                       # until every rank holds the bytes
+                dist.barrier(group=group)
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    def pairs():
+        if half and rank < half:
+            dist.send(buf, dst=rank + half, group=group)
+        elif half and rank < 2 * half:
+            dist.recv(buf, src=rank - half, group=group)
+
+    b = buf.numel() * 4
+    out = {"probe_B": b, "bcast_Bps": b / timed(lambda: dist.broadcast(buf, src=0, group=group)),
+           "pair_Bps": b / timed(pairs) if half else None}
+    small = [None] * world
+    out["latency_s"] = timed(lambda: dist.all_gather_object(small, {"rank": rank, "step": 1}, group=group), 5, False)
+    return out
+
+
+def shard_read_s(group, path) -> float:
+    """In a running job (every rank calls it, each with its own file): seconds until every rank has read
+    ``path`` cold (its pages dropped first, :func:`mlsysim.measure.drop_page_cache`) into a buffer it touched
+    before, all at once: the disk's read of N files by N readers (r_N) where and when the restores run, the
+    checks, faults and loads aside."""
+    import torch.distributed as dist
+    from ...measure import drop_page_cache
+    buf = np.ones(os.path.getsize(path), dtype=np.uint8)
+    drop_page_cache(path)
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:     # as :func:`shared_disk` reads for r_N
+        f.readinto(memoryview(buf))
+    dist.barrier(group=group)
+    return time.perf_counter() - t0
+
+
+def state_bcast_s(group, tensors: dict) -> float:
+    """In a running gloo job (every rank calls it, with the same keys): seconds of rank 0's broadcast of
+    ``tensors`` (its live ones, one asynchronous broadcast each, as the broadcast restore sends them)
+    into tensors each other rank allocates just before (``torch.empty_like``, freed afterwards, as a
+    restore frees its buffers once loaded), until every rank holds them: gloo's broadcast with the
+    receivers' page faults, at the state's size and in its tensors, the restore's read aside."""
+    import torch
+    import torch.distributed as dist
+    rank = dist.get_rank(group)
+    keys = sorted(tensors)
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    bufs = [tensors[k] if rank == 0 else torch.empty_like(tensors[k]) for k in keys]
+    for w in [dist.broadcast(b, src=0, group=group, async_op=True) for b in bufs]:
+        w.wait()
+    dist.barrier(group=group)
+    return time.perf_counter() - t0
+
+
+def new_tensors_s(group, tensors: dict) -> dict:
+    """In a running job (every rank calls it, with its own tensors): seconds until every rank has copied its
+    own part of ``tensors`` (a DTensor's local shard, else the tensor) into tensors PyTorch's allocator makes
+    just before (``torch.empty_like``, all held until the last is copied, then freed, as a restore reads its
+    tensors into new ones and loads them), ``new_s``, and the same copies into tensors made and touched
+    beforehand, ``touched_s``: all ranks at once, barrier to barrier. Their difference is what the restore's
+    new tensors cost beyond the copy, timed in the restore job's own memory state and with its N processes
+    on the machine's cores (``bytes``: this rank's)."""
+    import torch
+    import torch.distributed as dist
+    local = [t.to_local() if hasattr(t, "to_local") else t for _, t in sorted(tensors.items())]
+    ready = [torch.empty_like(t).fill_(1) for t in local]
+
+    def timed(fn) -> float:
+        dist.barrier(group=group)
+        t0 = time.perf_counter()
+        fn()
+        dist.barrier(group=group)
+        return time.perf_counter() - t0
+
+    touched = timed(lambda: [r.copy_(t) for t, r in zip(local, ready)])
+    del ready                                    # its pages, just freed, go to the next allocation first
+    held: list = []
+    new = timed(lambda: held.extend(torch.empty_like(t).copy_(t) for t in local))
+    del held
+    return {"new_s": new, "touched_s": touched, "bytes": sum(t.numel() * t.element_size() for t in local)}

@@ -17,13 +17,13 @@ checkpoint's pages from the page cache, and restores:
   their own small file (random state, sampler, schedule).
 
 With ``--probe-B B`` the job first times gloo (a broadcast and point-to-point transfers of B bytes,
-a small collective: :func:`mlsysim.lab.distributed.terms.gloo_probe`) and each engine's fixed cost per
+a small collective: :func:`mlsysim.lab.distributed.probes.gloo_probe`) and each engine's fixed cost per
 save, on the job at its smallest width (:func:`~mlsysim.lab.distributed.probes.engine_probe`), and after
 every round of restores, in DDP mode, the broadcast of the job's own tensors into tensors the receivers
-allocate (:func:`~mlsysim.lab.distributed.terms.state_bcast_s`) and, in FSDP mode, every rank's cold read of its
-own shard file, all at once (:func:`~mlsysim.lab.distributed.terms.shard_read_s`), and in each mode every rank's
+allocate (:func:`~mlsysim.lab.distributed.probes.state_bcast_s`) and, in FSDP mode, every rank's cold read of its
+own shard file, all at once (:func:`~mlsysim.lab.distributed.probes.shard_read_s`), and in each mode every rank's
 copy of its own tensors into new ones against touched ones, in the restores' warmed memory
-(:func:`~mlsysim.lab.distributed.terms.new_tensors_s`), and at the end, in FSDP mode, DCP's
+(:func:`~mlsysim.lab.distributed.probes.new_tensors_s`), and at the end, in FSDP mode, DCP's
 staging of the job's state (:func:`~mlsysim.lab.distributed.probes.dcp_stage`): the terms of the refined
 model.
 
@@ -384,7 +384,7 @@ def _round_probes(group, jobs: dict, shard_path, rounds: dict) -> None:
     the restores run (``read``, FSDP: ``shard_path``, this rank's file); each mode's new tensors, in the
     restores' memory state (warmed as before a restore)."""
     import torch.distributed as dist
-    from .terms import new_tensors_s, shard_read_s, state_bcast_s
+    from .probes import new_tensors_s, shard_read_s, state_bcast_s
     if "ddp" in jobs:
         rounds["bcast"].append(state_bcast_s(group, jobs["ddp"].tensors()))
     if "fsdp" in jobs:
@@ -442,7 +442,7 @@ def main(argv=None) -> int:
     base = Path(a.dir)
     if a.probe_B > 0:
         from .probes import engine_probe
-        from .terms import gloo_probe
+        from .probes import gloo_probe
         probe = {**gloo_probe(group, a.probe_B), **engine_probe(group, base / "engine-probe", a.layers)}
     modes = [m for m in MODES if any(SCHEME_MODE[s] == m for s in schemes)]
     jobs, expected, saved = {}, {}, {}
@@ -614,7 +614,7 @@ class RestoreComparison:
     saves: tuple
     schemes: tuple
     wall_s: float
-    gloo: dict | None = None      # gloo's measured broadcast and pair rates (terms.gloo_probe), with probe_B
+    gloo: dict | None = None      # gloo's measured broadcast and pair rates (probes.gloo_probe), with probe_B
 
     def scheme(self, name: str) -> SchemeRestore:
         for s in self.schemes:
@@ -671,7 +671,7 @@ def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int =
 
     ``size_B``: pick the width whose state is closest to it (else ``d_model``); ``schemes``: names or
     ``"all"``; ``probe_B``: first time gloo's broadcast and pairs with this many bytes
-    (:func:`~mlsysim.lab.distributed.terms.gloo_probe`, in ``gloo``); ``repeats``: each scheme restored that
+    (:func:`~mlsysim.lab.distributed.probes.gloo_probe`, in ``gloo``); ``repeats``: each scheme restored that
     many times in one job, one scheme after another, the cache dropped before each; the scheme's figures
     are those of its median repeat (by ``restore_s``; the upper middle for an even count, as for the
     saves; verified only if every repeat was); ``directory``: an empty or new directory to write in

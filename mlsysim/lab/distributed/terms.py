@@ -14,7 +14,7 @@ timings in the same run):
   c_N   aggregate copy rate of N threads copying at once        :func:`parallel_copy_Bps`
   f_N   the same into memory allocated just before (faults)     :func:`parallel_copy_Bps` (``fresh``)
   F_N   the same into tensors PyTorch has just allocated        :func:`parallel_torch_fresh_Bps`
-  n_x   what N processes' new PyTorch tensors cost beyond a     :func:`new_tensors_s` (the median of one
+  n_x   what N processes' new PyTorch tensors cost beyond a     :func:`.probes.new_tensors_s` (the median of one
         copy, all at once, per byte of a rank's tensors, in     per restore round, in the restore job;
         the restore job's memory state (x: ddp, a replica;      ddp in its DDP job, fsdp in its FSDP
         fsdp, a shard)                                          job)
@@ -29,16 +29,16 @@ timings in the same run):
   W_N   the disk's write + ``fsync``, N writers at once         :func:`shared_disk` (median of rounds)
   r_N   cold reads of N files by N readers at once              :func:`shared_disk` (best of two)
   r_1N  cold reads of the same files by each of N readers       :func:`shared_disk` (best of two)
-  r_S   r_N of the job's own shard files, in the restore job     :func:`shard_read_s` (the median of one
+  r_S   r_N of the job's own shard files, in the restore job     :func:`.probes.shard_read_s` (the median of one
         between its rounds (the disk drifts from minute to       per restore round)
         minute; the restores are timed there, not where r_N is)
-  g     gloo's broadcast from rank 0 to the N − 1 others        :func:`gloo_probe` (in the restore job)
-  g_s   the same of the state's own tensors into tensors the    :func:`state_bcast_s` (the median of one
+  g     gloo's broadcast from rank 0 to the N − 1 others        :func:`.probes.gloo_probe` (in the restore job)
+  g_s   the same of the state's own tensors into tensors the    :func:`.probes.state_bcast_s` (the median of one
         receivers allocate just before (their faults inside)    per restore round, in the restore job)
-  q     gloo's point-to-point rate, N/2 pairs at once           :func:`gloo_probe` (in the restore job)
+  q     gloo's point-to-point rate, N/2 pairs at once           :func:`.probes.gloo_probe` (in the restore job)
   M     a file of the memory tier (tmpfs) mapped in place and   :func:`map_read_Bps` (best of 3)
         read through its CRC-32, one core
-  l     a small collective of gloo (``all_gather_object``)      :func:`gloo_probe` (best of 5)
+  l     a small collective of gloo (``all_gather_object``)      :func:`.probes.gloo_probe` (best of 5)
   d     ``dcp.async_save`` of the job at its smallest width:    :func:`.probes.engine_probe` (median 5)
         its call (d_s), until durable (d_d) and its cost to
         the training steps beside it (d_o), bytes aside
@@ -58,6 +58,9 @@ timings in the same run):
   u_c   the same after the same wait, beside N processes that  :func:`beside` (per byte, median of 3)
         churn memory at the job's rate between them (N x rank
         0's page faults per second in the plain steps)
+  u_f   the same of N writers as DCP's: each file left cached  :func:`beside` (per byte, median of 3)
+        whole, ``fsync`` at its end, the file before deleted
+        once it is durable (no CRC-32)
   m     what each of N busy processes loses, on average, while  :func:`beside` (per byte, median of 5)
         the N writers run beside them
   s     the CPU time the host takes from this machine (its      :func:`beside` (per byte, median of 5)
@@ -159,9 +162,13 @@ for S / W and S / r (a single reader or writer keeps W and r).
   the steps beside it); without :func:`~.probes.engine_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap
   between checkpoints, less DCP's time from its call's return to durable (the older checkpoint is deleted
   then, its staging dropped), is at least :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs
-  R (1/h − 1/p) more, in the durable time (times v) and in the overhead (N R (1/h − 1/p) / C,
-  which u_h holds already where it stands for u; u_c does not: the file DCP leaves cached is memory the
-  job holds beyond what it churns, so the host must back it again however the training churns);
+  R (1/h − 1/p) more, in the durable time (times v) and in the overhead (N R (1/h − 1/p) / C; where u_h
+  stands for u, less what u_h holds of it, (u_h − u) S / N a rank: this package's writer keeps a window of
+  its file cached, so u_h re-backs that window, and DCP's file holds it whole. u_c holds none of it: the file
+  DCP leaves cached is memory the job holds beyond what it churns, so the host must back it again however the
+  training churns). Where u_f was measured, each rank's write into the page cache after that gap is u_f R
+  (timed so, beside the churn), in place of R / p + R (1/h − 1/p), and the overhead takes t + u_f R a rank in
+  place of the writer's u_c S / N;
 * sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load; S / r_S,
   else S / r_N, for S / r; a, as f_N is timed, of memory the guest still holds: the restores are timed in
   warmed memory, the *Memory* of :mod:`~mlsysim.lab.distributed.restore`; R n_fsdp for share(N) R a where
@@ -214,7 +221,7 @@ from .beside import RECLAIM_DELAY_S, RECLAIM_WAIT_S, beside, steal_s, together_s
 #: as :data:`mlsysim.lab.distributed.launcher.RDZV_CONF` sets them
 DETECT_S = 2.0
 #: the terms in seconds that only dcp-async's figures use (the rest are the writers' and the machine's)
-DCP_TERMS = ("torch_crc_s", "reclaimed_write_s")
+DCP_TERMS = ("torch_crc_s", "reclaimed_write_s", "cached_write_s")
 #: each engine's wait before the host has the memory its checkpoint freed, as :func:`refined_job` names it
 WAIT_KEYS = {"concurrent": "reclaim_wait_concurrent_s", "dcp-async": "reclaim_wait_dcp_s"}
 #: the most bytes :func:`measure_terms` writes for a floor, a copy or a disk rate; the rates are per byte, so
@@ -245,7 +252,8 @@ _RULES = (
     (("new_tensor_ddp_s_per_B", "new_tensor_fsdp_s_per_B"), -math.inf, False, "measured seconds per byte or None"),
     (("beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B", "gloo_share"), 0.0, True,
      "a measured value >= 0 or None"),
-    (("writer_cpu_s_per_B", "writer_cpu_reclaimed_s_per_B", "writer_cpu_churned_s_per_B", "churn_Bps"), 0.0, False,
+    (("writer_cpu_s_per_B", "writer_cpu_reclaimed_s_per_B", "writer_cpu_churned_s_per_B", "churn_Bps",
+      "writer_cpu_cached_s_per_B"), 0.0, False,
      "measured CPU seconds per byte > 0 or None"))
 
 
@@ -299,6 +307,7 @@ class Terms:
     shard_read_Bps: float | None = None
     new_tensor_ddp_s_per_B: float | None = None
     new_tensor_fsdp_s_per_B: float | None = None
+    writer_cpu_cached_s_per_B: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -393,7 +402,9 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
                  beside_steal_s_per_B=None if b["steal_s"] is None else b["steal_s"] / b["size_B"],
                  reclaimed_write_Bps=reclaimed, churn_Bps=churn_Bps, map_read_Bps=map_read_Bps(size),
                  writer_cpu_churned_s_per_B=None
-                 if b["writers_cpu_churned_s"] is None else b["writers_cpu_churned_s"] / b["size_B"], **measured)
+                 if b["writers_cpu_churned_s"] is None else b["writers_cpu_churned_s"] / b["size_B"],
+                 writer_cpu_cached_s_per_B=None
+                 if b["writers_cpu_cached_s"] is None else b["writers_cpu_cached_s"] / b["size_B"], **measured)
 
 
 def shared_disk(directory, size_B: float, world: int, rounds: int = 3) -> tuple[float, float, float]:
@@ -577,12 +588,15 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
     out["concurrent"] = {"stall_s": stall, "durable_s": stall + writers + fixed_d,
                          "overhead_s": copied / t.parallel_copy_Bps + fixed_o + loss}
     if t.torch_crc_Bps:
-        out["dcp-async"] = _dcp_job(t, out["terms"], rank, copied, taken_back, u_back, loss)
+        rebacked = (t.writer_cpu_reclaimed_s_per_B - t.writer_cpu_s_per_B) * total if u_back else 0.0
+        out["dcp-async"] = _dcp_job(t, out["terms"], rank, copied, taken_back, max(0.0, rebacked), loss)
     return out
 
 
-def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool, u_back: bool, loss: float) -> dict:
-    """dcp-async's figures (the module's formulas): ``terms`` gains DCP's own in seconds."""
+def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool, rebacked: float,
+             loss: float) -> dict:
+    """dcp-async's figures (the module's formulas): ``terms`` gains DCP's own in seconds; ``rebacked``, what
+    ``loss`` holds already of memory backed again (u_h's, where it stands for u: this package's windows)."""
     n, c, lat = t.world, t.cores, t.latency_s
     tc, k, p = rank / t.torch_crc_Bps, terms["crc_s"], terms["cache_write_s"]
     fixed_s = 2 * lat if t.dcp_stall_s is None else t.dcp_stall_s
@@ -594,10 +608,15 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
     copy = copied / (t.dcp_stage_Bps or t.torch_fresh_Bps or t.parallel_fresh_Bps)   # its stager's copies
     terms["torch_crc_s"] = tc
     extra = from_training = tc - k               # torch.save's CRC-32 in place of this package's
-    if t.reclaimed_write_Bps and taken_back:     # its whole file cached, in memory taken back
+    if t.writer_cpu_cached_s_per_B is not None and taken_back and "writer_cpu_s" in terms:   # u_f, as timed
+        terms["cached_write_s"] = t.writer_cpu_cached_s_per_B * rank
+        extra += terms["cached_write_s"] - p
+        from_training = tc + terms["cached_write_s"] - terms["writer_cpu_s"] / n   # in place of this package's
+    elif t.reclaimed_write_Bps and taken_back:   # its whole file cached, in memory taken back
         terms["reclaimed_write_s"] = rank / t.reclaimed_write_Bps
-        extra += max(0.0, rank / t.reclaimed_write_Bps - p)
-        from_training = from_training if u_back else extra   # u_h holds the pages backed again
+        backed = max(0.0, rank / t.reclaimed_write_Bps - p)
+        extra += backed
+        from_training += max(0.0, backed - rebacked / n)     # u_h re-backed this package's windows only
     cached = (k + p + extra) * terms["writers_slowed"]     # into the page cache; written back only by fsync
     return {"stall_s": copy + fixed_s, "durable_s": copy + fixed_s + cached + terms["write_s"] + fixed_d,
             "overhead_s": copy + max(fixed_s, (t.dcp_overhead_s or 0.0) - small) + loss
@@ -666,107 +685,6 @@ def start_s(launch, nproc: int, nodes: int = 1, d_model: int = 32, layers: int =
                          d_model=d_model, layers=layers)
             best = min(best, next(t for e, t in zip(run.events, run.times) if "resumed_from" in e) - t0)
     return best
-
-
-def gloo_probe(group, size_B: float, repeats: int = 2) -> dict:
-    """In a running gloo job (every rank calls it): the best of ``repeats`` timings of rank 0's
-    broadcast of ``size_B`` bytes to all, and of N/2 pairs (rank r to rank r + N/2) each sending
-    ``size_B`` at once, and the best of 5 ``all_gather_object`` of a small object. Returns ``bcast_Bps``
-    (bytes / seconds, the N − 1 copies inside), ``pair_Bps`` (one pair's bytes / seconds) and
-    ``latency_s`` (one small object collective)."""
-    import torch
-    import torch.distributed as dist
-    rank, world = dist.get_rank(group), dist.get_world_size(group)
-    buf = torch.ones(max(int(size_B) // 4, 1), dtype=torch.float32)
-    half = world // 2
-
-    def timed(fn, times=repeats, closing=True):
-        best = math.inf
-        for _ in range(times):
-            dist.barrier(group=group)
-            t0 = time.perf_counter()
-            fn()
-            if closing:                       # until every rank holds the bytes
-                dist.barrier(group=group)
-            best = min(best, time.perf_counter() - t0)
-        return best
-
-    def pairs():
-        if half and rank < half:
-            dist.send(buf, dst=rank + half, group=group)
-        elif half and rank < 2 * half:
-            dist.recv(buf, src=rank - half, group=group)
-
-    b = buf.numel() * 4
-    out = {"probe_B": b, "bcast_Bps": b / timed(lambda: dist.broadcast(buf, src=0, group=group)),
-           "pair_Bps": b / timed(pairs) if half else None}
-    small = [None] * world
-    out["latency_s"] = timed(lambda: dist.all_gather_object(small, {"rank": rank, "step": 1}, group=group), 5, False)
-    return out
-
-
-def shard_read_s(group, path) -> float:
-    """In a running job (every rank calls it, each with its own file): seconds until every rank has read
-    ``path`` cold (its pages dropped first, :func:`mlsysim.measure.drop_page_cache`) into a buffer it touched
-    before, all at once: the disk's read of N files by N readers (r_N) where and when the restores run, the
-    checks, faults and loads aside."""
-    import torch.distributed as dist
-    from ...measure import drop_page_cache
-    buf = np.ones(os.path.getsize(path), dtype=np.uint8)
-    drop_page_cache(path)
-    dist.barrier(group=group)
-    t0 = time.perf_counter()
-    with open(path, "rb", buffering=0) as f:     # as :func:`shared_disk` reads for r_N
-        f.readinto(memoryview(buf))
-    dist.barrier(group=group)
-    return time.perf_counter() - t0
-
-
-def state_bcast_s(group, tensors: dict) -> float:
-    """In a running gloo job (every rank calls it, with the same keys): seconds of rank 0's broadcast of
-    ``tensors`` (its live ones, one asynchronous broadcast each, as the broadcast restore sends them)
-    into tensors each other rank allocates just before (``torch.empty_like``, freed afterwards, as a
-    restore frees its buffers once loaded), until every rank holds them: gloo's broadcast with the
-    receivers' page faults, at the state's size and in its tensors, the restore's read aside."""
-    import torch
-    import torch.distributed as dist
-    rank = dist.get_rank(group)
-    keys = sorted(tensors)
-    dist.barrier(group=group)
-    t0 = time.perf_counter()
-    bufs = [tensors[k] if rank == 0 else torch.empty_like(tensors[k]) for k in keys]
-    for w in [dist.broadcast(b, src=0, group=group, async_op=True) for b in bufs]:
-        w.wait()
-    dist.barrier(group=group)
-    return time.perf_counter() - t0
-
-
-def new_tensors_s(group, tensors: dict) -> dict:
-    """In a running job (every rank calls it, with its own tensors): seconds until every rank has copied its
-    own part of ``tensors`` (a DTensor's local shard, else the tensor) into tensors PyTorch's allocator makes
-    just before (``torch.empty_like``, all held until the last is copied, then freed, as a restore reads its
-    tensors into new ones and loads them), ``new_s``, and the same copies into tensors made and touched
-    beforehand, ``touched_s``: all ranks at once, barrier to barrier. Their difference is what the restore's
-    new tensors cost beyond the copy, timed in the restore job's own memory state and with its N processes
-    on the machine's cores (``bytes``: this rank's)."""
-    import torch
-    import torch.distributed as dist
-    local = [t.to_local() if hasattr(t, "to_local") else t for _, t in sorted(tensors.items())]
-    ready = [torch.empty_like(t).fill_(1) for t in local]
-
-    def timed(fn) -> float:
-        dist.barrier(group=group)
-        t0 = time.perf_counter()
-        fn()
-        dist.barrier(group=group)
-        return time.perf_counter() - t0
-
-    touched = timed(lambda: [r.copy_(t) for t, r in zip(local, ready)])
-    del ready                                    # its pages, just freed, go to the next allocation first
-    held: list = []
-    new = timed(lambda: held.extend(torch.empty_like(t).copy_(t) for t in local))
-    del held
-    return {"new_s": new, "touched_s": touched, "bytes": sum(t.numel() * t.element_size() for t in local)}
 
 
 def job_prediction(events, job: dict, directory) -> dict:
