@@ -56,11 +56,24 @@ def test_the_memory_a_rank_faults_in_per_second_from_its_snapshots():
 
 
 def test_writers_after_the_gap_beside_a_churning_process(tmp_path):
-    b = beside.beside(tmp_path, 2e6, 2, reclaim_wait_s=0.05, churn_Bps=1e8)
+    b = beside.beside(tmp_path, 2e6, 2, reclaim_wait_s=0.05, churn_Bps=1e8, period_s=0.1)
     assert 0 < b["writers_cpu_churned_s"] < 10 and b["churn_Bps"] == 1e8
+    assert 0 < b["writers_cpu_cached_s"] < 10                # DCP's way: whole files cached, fsync at the end
+    assert list(tmp_path.glob("cached-*")) == []             # the files left cached are gone
     assert multiprocessing.active_children() == []          # the churning processes and the spinners are gone
-    assert beside.beside(tmp_path, 2e6, 2, reclaim_wait_s=0.05)["writers_cpu_churned_s"] is None
-    assert beside.beside(tmp_path, 2e6, 2, reclaimed=0, churn_Bps=1e8)["writers_cpu_churned_s"] is None
+    alone = beside.beside(tmp_path, 2e6, 2, reclaim_wait_s=0.05)
+    assert alone["writers_cpu_churned_s"] is None and alone["writers_cpu_cached_s"] is None
+    none = beside.beside(tmp_path, 2e6, 2, reclaimed=0, churn_Bps=1e8)
+    assert none["writers_cpu_churned_s"] is None and none["writers_cpu_cached_s"] is None
+
+
+def test_the_cached_writers_delete_the_file_before_once_theirs_is_durable(tmp_path):
+    data = bytes(range(256)) * 4096                         # 1 MiB each
+    writers = beside._cached_writers(tmp_path, data, 2)
+    assert writers() > 0 and sorted(p.name for p in tmp_path.iterdir()) == ["cached-0-0.bin", "cached-1-0.bin"]
+    writers()                                               # the second call's files, the first's deleted
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cached-0-1.bin", "cached-1-1.bin"]
+    assert all(p.read_bytes() == data for p in tmp_path.iterdir())
 
 
 def test_bad_churn_rates_are_refused(tmp_path):
@@ -71,6 +84,9 @@ def test_bad_churn_rates_are_refused(tmp_path):
             beside.beside(tmp_path, 2e6, 2, churn_Bps=bad)
     with pytest.raises(MlsysimError, match="writer_cpu_churned_s_per_B must be"):
         dataclasses.replace(T, writer_cpu_churned_s_per_B=0.0)
+    for bad in (0.0, -1e-9, math.inf):
+        with pytest.raises(MlsysimError, match="writer_cpu_cached_s_per_B must be measured CPU seconds per byte > 0"):
+            dataclasses.replace(T, writer_cpu_cached_s_per_B=bad)
     with pytest.raises(MlsysimError, match="churn_Bps must be"):
         dataclasses.replace(T, churn_Bps=-1.0)
 
@@ -118,3 +134,54 @@ def test_a_thread_that_ends_between_two_steps_keeps_its_faults():
         ev.append({"step": step, "t": time.perf_counter(), "acct": accounting.snapshot()})
     slowest = max(b["t"] - a["t"] for a, b in zip(ev, ev[1:]))
     assert accounting.churn_Bps(ev, plain=3) >= 0.9 * size * mmap.PAGESIZE / _page_per_fault() / slowest
+
+
+def test_dcp_s_whole_file_is_backed_again_beyond_the_window_u_h_holds():
+    # u = 1 ns/B, u_h = 1.2 after the wait: this package's writers re-back 0.2 s of window for 1 GB, 0.1 s a
+    # rank. DCP's file is whole: 0.5 GB a rank written at h = 1 GB/s in place of p = 4 GB/s, 0.375 s more, of
+    # which u_h holds 0.1: the overhead takes 0.275 s more than this package's, with torch.save's CRC-32 in
+    # place of this package's (0.125 - 0.025 s), over 2 ranks on 2 cores
+    t = dataclasses.replace(T, torch_crc_Bps=4e9, reclaimed_write_Bps=1e9, writer_cpu_s_per_B=1e-9,
+                            writer_cpu_reclaimed_s_per_B=1.2e-9)
+    far = terms.refined_job(t, 1e9, gap_s=10.0)
+    extra = far["dcp-async"]["overhead_s"] - far["concurrent"]["overhead_s"] - (
+        far["dcp-async"]["stall_s"] - far["concurrent"]["stall_s"])
+    assert round(extra, 3) == round(0.1 + 0.375 - 0.1, 3) == 0.375
+    assert round(far["terms"]["writer_loss_s"], 3) == 0.6      # u_h S over 2 cores, unchanged
+
+
+def test_dcp_s_page_cache_write_as_timed_beside_the_churn():
+    # u_f = 2 ns/B timed as DCP writes (whole file cached, fsync at its end, beside the churn, after the gap):
+    # 1.0 s of CPU a rank for 0.5 GB, in place of R/p + R(1/h - 1/p) = 0.5 s; with torch.save's CRC-32 (0.125 s)
+    # and the disk's 1.0 s at the fsync, 2.125 s from the call's return to durable. The training loses DCP's
+    # writer's 1.125 s a rank in place of this package's (u_c S / N = 0.6 s): 0.525 s more, 2 ranks on 2 cores
+    t = dataclasses.replace(T, torch_crc_Bps=4e9, reclaimed_write_Bps=1e9, writer_cpu_s_per_B=1e-9,
+                            writer_cpu_churned_s_per_B=1.2e-9, churn_Bps=5e8, writer_cpu_cached_s_per_B=2e-9)
+    far = terms.refined_job(t, 1e9, gap_s=10.0)
+    assert round(far["terms"]["cached_write_s"], 3) == 1.0 and "reclaimed_write_s" not in far["terms"]
+    assert round(far["dcp-async"]["durable_s"] - far["dcp-async"]["stall_s"], 3) == 2.125
+    extra = far["dcp-async"]["overhead_s"] - far["concurrent"]["overhead_s"] - (
+        far["dcp-async"]["stall_s"] - far["concurrent"]["stall_s"])
+    assert round(extra, 3) == round(0.125 + 1.0 - 0.6, 3) == 0.525
+    # u_f is timed at the job's own cadence: it stands whatever the gap, where h would stand only past the delay
+    near = terms.refined_job(t, 1e9, gap_s=1.0)
+    assert near["dcp-async"] == far["dcp-async"] and round(near["terms"]["cached_write_s"], 3) == 1.0
+    without = terms.refined_job(dataclasses.replace(t, writer_cpu_cached_s_per_B=None), 1e9, gap_s=1.0)
+    assert round(without["dcp-async"]["durable_s"] - without["dcp-async"]["stall_s"], 3) == round(0.125 + 0.125 + 1, 3)
+
+
+def test_writes_at_the_job_s_cadence_start_a_gap_apart():
+    starts = []
+
+    def writers():
+        starts.append(time.perf_counter())
+        time.sleep(0.05)
+    assert len(beside._after_wait(writers, 3, wait_s=5.0, period_s=0.2)) == 3
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert all(0.19 < g < 0.3 for g in gaps)                # a period apart, not the wait after each end
+    starts.clear()
+    beside._after_wait(writers, 2, wait_s=0.0, period_s=0.01)   # a write longer than the period: the next at once
+    assert 0.05 <= starts[1] - starts[0] < 0.1
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(MlsysimError, match="period_s must be a time > 0 s"):
+            beside.beside(None, 2e6, 2, period_s=bad)

@@ -12,7 +12,9 @@ leaves in the page cache. :func:`beside` times the writes after the gap once mor
 churn memory at the job's own rate (``churn_Bps``): u_c, which stands for u and u_h where it was measured
 (the training churns beside every write, whatever the gap). Then it times such a file itself: writers that
 leave the whole file cached and call ``fsync`` at its end, as DCP's does, each older file deleted once the
-newer one is durable, as a checkpoint's older one is (u_f, without a CRC-32).
+newer one is durable, as a checkpoint's older one is, each write started a checkpoint's gap after the one
+before, as the job's come (u_f, without a CRC-32). Memory freed about :data:`RECLAIM_DELAY_S` before may or
+may not be the host's yet; timed at the job's own cadence, the writes meet what the job's meet.
 """
 from __future__ import annotations
 
@@ -105,7 +107,7 @@ def _spin(k: int, out) -> None:
 
 
 def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM_WAIT_S, reclaimed: int = 3,
-           churn_Bps: float | None = None) -> dict:
+           churn_Bps: float | None = None, period_s: float | None = None) -> dict:
     """N (``world``) threads each write ``size_B / world`` bytes durably (:func:`mlsysim.lab.store.write_durable`:
     CRC-32, 16 MB writes, writeback, ``fsync``) alone, five times in a row, then ``reclaimed`` times more,
     each after ``reclaim_wait_s`` idle (as a job's checkpoints come, the gap between them long enough for
@@ -119,8 +121,9 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     ``reclaimed`` is 0), ``writers_cpu_churned_s`` (the same beside the churning processes, the median; None
     without ``churn_Bps`` or where ``reclaimed`` is 0), ``writers_cpu_cached_s`` (the same of writers that
     leave their whole files cached, ``fsync`` at the end, each file of the write before deleted after it,
-    :func:`_cached_writers`: ``reclaimed`` + 1 writes, the first, which frees none, not counted; None where
-    the churned ones are), ``churn_Bps``, ``writers_beside_s`` (the writers'
+    :func:`_cached_writers`: ``reclaimed`` + 1 writes, the first, which frees none, not counted, each started
+    ``period_s`` after the one before, the job's gap between checkpoints, or ``reclaim_wait_s`` after the one
+    before ended where ``period_s`` is None; None where the churned ones are), ``churn_Bps``, ``writers_beside_s`` (the writers'
     seconds with the spinners beside them),
     ``loss_s`` (how much longer the slowest spinner took than alone), ``mean_loss_s`` (the same of the
     spinners' mean: what each lost, on average), ``steal_s`` (the CPU time the host took from this
@@ -130,13 +133,7 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     kernel's and the host's work for the writes included."""
     import multiprocessing
     from ..store import write_durable
-    check_integer("world", world)
-    if type(reclaimed) is not int or reclaimed < 0:
-        raise MlsysimError(f"reclaimed must be an integer >= 0 (writes timed after a wait), got {reclaimed!r}")
-    if not (0 <= reclaim_wait_s < math.inf):
-        raise MlsysimError(f"reclaim_wait_s must be a time >= 0 s, got {reclaim_wait_s!r}")
-    if churn_Bps is not None and not (0 < churn_Bps < math.inf):
-        raise MlsysimError(f"churn_Bps must be a rate > 0 B/s (memory the training churns) or None, got {churn_Bps!r}")
+    _check(world, reclaimed, reclaim_wait_s, churn_Bps, period_s)
     n = max(int(size_B) // world, 1)
     data = np.full(n, 7, dtype=np.uint8)
     ctx = multiprocessing.get_context("fork")
@@ -152,7 +149,7 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     after_wait = _after_wait(writers, reclaimed, reclaim_wait_s)     # into memory the host took back
     churned = _beside_churn(writers, ctx, churn_Bps, reclaimed, reclaim_wait_s, world) if churn_Bps else []
     cached = _beside_churn(_cached_writers(directory, data, world), ctx, churn_Bps, reclaimed + 1, reclaim_wait_s,
-                           world)[1:] if churn_Bps and reclaimed else []     # the first frees no older file
+                           world, period_s)[1:] if churn_Bps and reclaimed else []   # the first frees no older file
     for path in Path(directory).glob("cached-*.bin"):
         path.unlink()
     k = _spins_for(3 * max(alone, 0.05), ctx)
@@ -186,15 +183,30 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
             "mean_loss_s": max(0.0, statistics.median(r[1] for r in runs) - mean_base), "steal_s": stolen}
 
 
-def _beside_churn(writers, ctx, churn_Bps: float, reclaimed: int, wait_s: float, world: int) -> list:
-    """CPU seconds of each of ``reclaimed`` writes, each after ``wait_s``, with ``world`` processes (one per
-    rank) churning memory at ``churn_Bps`` between them (:func:`churn`) through the waits and the writes."""
+def _check(world, reclaimed, reclaim_wait_s, churn_Bps, period_s) -> None:
+    """:func:`beside`'s arguments, each refused with its limit."""
+    check_integer("world", world)
+    if type(reclaimed) is not int or reclaimed < 0:
+        raise MlsysimError(f"reclaimed must be an integer >= 0 (writes timed after a wait), got {reclaimed!r}")
+    if not (0 <= reclaim_wait_s < math.inf):
+        raise MlsysimError(f"reclaim_wait_s must be a time >= 0 s, got {reclaim_wait_s!r}")
+    if churn_Bps is not None and not (0 < churn_Bps < math.inf):
+        raise MlsysimError(f"churn_Bps must be a rate > 0 B/s (memory the training churns) or None, got {churn_Bps!r}")
+    if period_s is not None and not (0 < period_s < math.inf):
+        raise MlsysimError(f"period_s must be a time > 0 s (the gap between checkpoints) or None, got {period_s!r}")
+
+
+def _beside_churn(writers, ctx, churn_Bps: float, reclaimed: int, wait_s: float, world: int,
+                  period_s: float | None = None) -> list:
+    """CPU seconds of each of ``reclaimed`` writes, each after ``wait_s`` (or each started ``period_s`` after
+    the one before), with ``world`` processes (one per rank) churning memory at ``churn_Bps`` between them
+    (:func:`churn`) through the waits and the writes."""
     stop = ctx.Event()
     procs = [ctx.Process(target=churn, args=(churn_Bps / world, stop)) for _ in range(world)]
     for proc in procs:
         proc.start()
     try:
-        return _after_wait(writers, reclaimed, wait_s)
+        return _after_wait(writers, reclaimed, wait_s, period_s)
     finally:
         stop.set()
         for proc in procs:
@@ -230,14 +242,16 @@ def _cached_writers(directory, data, world: int):
     return writers
 
 
-def _after_wait(writers, times: int, wait_s: float) -> list:
-    """This process's CPU seconds in each of ``times`` calls of ``writers``, each after ``wait_s`` seconds."""
-    out = []
+def _after_wait(writers, times: int, wait_s: float, period_s: float | None = None) -> list:
+    """This process's CPU seconds in each of ``times`` calls of ``writers``, each after ``wait_s`` seconds, or,
+    with ``period_s``, each started that long after the one before (at once where the one before took longer)."""
+    out, took = [], 0.0
     for _ in range(times):
-        time.sleep(wait_s)
-        c0 = _cpu_s()
+        time.sleep(wait_s if period_s is None else max(0.0, period_s - took))
+        c0, t0 = _cpu_s(), time.perf_counter()
         writers()
         out.append(_cpu_s() - c0)
+        took = time.perf_counter() - t0
     return out
 
 

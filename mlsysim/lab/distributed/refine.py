@@ -54,7 +54,7 @@ def job_terms(run, restores, directory=None):
         own_durable_beside_s=g.get("own_durable_beside_s"), torch_crc_Bps=torch_crc_Bps(size / n),
         busy_share=run.plain_step_cpu_s / run.plain_step_s if run.plain_step_cpu_s else None,
         gloo_share=run.plain_gloo_cpu_s / run.plain_step_s if run.plain_gloo_cpu_s else None,
-        churn_Bps=n * run.plain_churn_Bps if run.plain_churn_Bps else None,
+        churn_Bps=n * run.plain_churn_Bps if run.plain_churn_Bps else None, period_s=run.every * run.plain_step_s,
         torch_fresh_Bps=parallel_torch_fresh_Bps(size, n),
         dcp_stage_Bps=g["dcp_stage_B"] / g["dcp_stage_s"] if g.get("dcp_stage_s") else None,
         dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),

@@ -60,7 +60,7 @@ timings in the same run):
         0's page faults per second in the plain steps)
   u_f   the same of N writers as DCP's: each file left cached  :func:`beside` (per byte, median of 3)
         whole, ``fsync`` at its end, the file before deleted
-        once it is durable (no CRC-32)
+        once it is durable (no CRC-32), a write every gap
   m     what each of N busy processes loses, on average, while  :func:`beside` (per byte, median of 5)
         the N writers run beside them
   s     the CPU time the host takes from this machine (its      :func:`beside` (per byte, median of 5)
@@ -166,9 +166,10 @@ for S / W and S / r (a single reader or writer keeps W and r).
   stands for u, less what u_h holds of it, (u_h − u) S / N a rank: this package's writer keeps a window of
   its file cached, so u_h re-backs that window, and DCP's file holds it whole. u_c holds none of it: the file
   DCP leaves cached is memory the job holds beyond what it churns, so the host must back it again however the
-  training churns). Where u_f was measured, each rank's write into the page cache after that gap is u_f R
-  (timed so, beside the churn), in place of R / p + R (1/h − 1/p), and the overhead takes t + u_f R a rank in
-  place of the writer's u_c S / N;
+  training churns). Where u_f was measured, each rank's write into the page cache is u_f R whatever the gap
+  (timed at the job's own cadence, beside its churn: memory freed about the delay before may or may not be the
+  host's yet, and the timing meets what the job meets), in place of R / p + R (1/h − 1/p), and the overhead
+  takes t + u_f R a rank in place of the writer's u_c S / N;
 * sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load; S / r_S,
   else S / r_N, for S / r; a, as f_N is timed, of memory the guest still holds: the restores are timed in
   warmed memory, the *Memory* of :mod:`~mlsysim.lab.distributed.restore`; R n_fsdp for share(N) R a where
@@ -369,13 +370,15 @@ def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> f
 
 
 def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, reclaim_wait_s: float = RECLAIM_WAIT_S,
-                  churn_Bps: float | None = None, **measured) -> Terms:
+                  churn_Bps: float | None = None, period_s: float | None = None, **measured) -> Terms:
     """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at :data:`PROBE_CAP_B`, but for the
     writers beside busy processes, :func:`beside`, timed at ``size_B`` itself: the memory their writes take back
     from the host need not grow with the bytes written) in ``directory``: the floors, ``rounds`` more write +
     ``fsync`` timings (the disk's rate is their median), the aggregate copies of ``world`` threads, the page-cache
     write into memory freed ``reclaim_wait_s`` before (:func:`reclaimed_write_Bps`); with ``churn_Bps`` (the memory
-    the job's ranks churn, bytes per second) the writers after the wait beside it too (u_c). ``measured``: terms
+    the job's ranks churn, bytes per second) the writers after the wait beside it too (u_c), and DCP's way (u_f),
+    each write started ``period_s`` after the one before where given (the job's gap between checkpoints, as
+    :func:`beside` takes it), else after the wait. ``measured``: terms
     measured elsewhere (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``,
     ``start_s``, ``busy_share``)."""
     from ..floors import measure_floors, write_once
@@ -388,7 +391,7 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
         times = [write_once(os.path.join(tmp, f"w{i}.bin"), data) for i in range(rounds)]
         sync = statistics.median(_small_durable_s(Path(tmp) / f"c{i}.json") for i in range(5))
         shared_w, shared_r, same_r = shared_disk(tmp, size, world, rounds)
-        b = beside(tmp, float(size_B), world, reclaim_wait_s=reclaim_wait_s, churn_Bps=churn_Bps)
+        b = beside(tmp, float(size_B), world, reclaim_wait_s=reclaim_wait_s, churn_Bps=churn_Bps, period_s=period_s)
         reclaimed = reclaimed_write_Bps(tmp, size, wait_s=reclaim_wait_s)
     return Terms(cores=os.cpu_count() or 1, world=world, copy_Bps=f.copy_Bps,
                  parallel_copy_Bps=parallel_copy_Bps(size, world),
@@ -608,7 +611,7 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
     copy = copied / (t.dcp_stage_Bps or t.torch_fresh_Bps or t.parallel_fresh_Bps)   # its stager's copies
     terms["torch_crc_s"] = tc
     extra = from_training = tc - k               # torch.save's CRC-32 in place of this package's
-    if t.writer_cpu_cached_s_per_B is not None and taken_back and "writer_cpu_s" in terms:   # u_f, as timed
+    if t.writer_cpu_cached_s_per_B is not None and "writer_cpu_s" in terms:   # u_f, timed at the job's cadence
         terms["cached_write_s"] = t.writer_cpu_cached_s_per_B * rank
         extra += terms["cached_write_s"] - p
         from_training = tc + terms["cached_write_s"] - terms["writer_cpu_s"] / n   # in place of this package's
