@@ -113,8 +113,8 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     each after ``reclaim_wait_s`` idle (as a job's checkpoints come, the gap between them long enough for
     the host to take back the memory the last write freed), with ``churn_Bps`` as many times again, each
     after the same wait, beside ``world`` processes that churn memory at that rate between them
-    (:func:`churn`: the training's, as its ranks' plain steps fault it in), then beside ``world`` processes that each spin (pure Python, one core
-    each) for three times that long (the median of five). Returns
+    (:func:`churn`: the training's, as its ranks' plain steps fault it in), then beside ``world`` processes
+    that each spin (pure Python, one core each) for three times that long (the median of five). Returns
     ``writers_alone_s`` (the best of the five alone), ``writers_cpu_s`` (their CPU time alone, user and
     kernel, as ``getrusage`` accounts it to this process: the median of the five),
     ``writers_cpu_reclaimed_s`` (the same of the writes after the wait, the median; None where
@@ -123,8 +123,8 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     leave their whole files cached, ``fsync`` at the end, each file of the write before deleted after it,
     :func:`_cached_writers`: ``reclaimed`` + 1 writes, the first, which frees none, not counted, each started
     ``period_s`` after the one before, the job's gap between checkpoints, or ``reclaim_wait_s`` after the one
-    before ended where ``period_s`` is None; None where the churned ones are), ``churn_Bps``, ``writers_beside_s`` (the writers'
-    seconds with the spinners beside them),
+    before ended where ``period_s`` is None; None where the churned ones are), ``churn_Bps``,
+    ``writers_beside_s`` (the writers' seconds with the spinners beside them),
     ``loss_s`` (how much longer the slowest spinner took than alone), ``mean_loss_s`` (the same of the
     spinners' mean: what each lost, on average), ``steal_s`` (the CPU time the host took from this
     machine while the writers ran beside the spinners, less the same without the writers: the host's

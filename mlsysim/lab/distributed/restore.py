@@ -441,8 +441,7 @@ def main(argv=None) -> int:
     group = dist.new_group(backend="gloo", timeout=timedelta(seconds=a.timeout))
     base = Path(a.dir)
     if a.probe_B > 0:
-        from .probes import engine_probe
-        from .probes import gloo_probe
+        from .probes import engine_probe, gloo_probe
         probe = {**gloo_probe(group, a.probe_B), **engine_probe(group, base / "engine-probe", a.layers)}
     modes = [m for m in MODES if any(SCHEME_MODE[s] == m for s in schemes)]
     jobs, expected, saved = {}, {}, {}

@@ -142,9 +142,9 @@ for S / W and S / r (a single reader or writer keeps W and r).
   durable time's middle term) the max(0, C − N) cores no rank runs on take what they can of the writers' work,
   then of the host's; the rest of the idle ρ leaves, max(0, C − N ρ) − max(0, C − N), is the ranks' waits in
   their collectives, and takes the host's work only (the host reports as stolen only the time a core waits for it
-  with work to do; the waits took none of the writers': in the 13 kept runs where the host took at most 0.12 s, the
-  ``concurrent`` overheads on 2 ranks came to 1.35 to 1.48 times a model that let them, the median at each size, and
-  1.03 to 1.16 times this one). loss = (taken − what the idle takes) / min(N, C).
+  with work to do; the waits took none of the writers': in the first 13 kept runs where the host took at most
+  0.12 s, the ``concurrent`` overheads on 2 ranks came to 1.35 to 1.48 times a model that let them, the median at
+  each size, and 1.03 to 1.16 times this one). loss = (taken − what the idle takes) / min(N, C).
   gloo's threads (g, recorded) are left out: their
   CPU time follows the collectives' bytes, not the time a step lasts, and does not grow while the training is
   held up (in a checkpoint's cycle at a gigabyte, +0.07 s on 4 ranks and −0.02 s on 2 where g of a core per
