@@ -119,7 +119,7 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     rest, _ = _twice(lambda: measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None,
                                               repeats=RESTORES, probe_B=min(refine.PROBE_B, cfg.state_B)), say)
     say(f"{tag}: the terms")
-    t = refine.job_terms(conc, rest)
+    t = refine.job_terms(conc, rest, gap_s=EVERY * dcpa.plain_step_s)     # u_f at the DCP job's own gap
     naive_m = predict.dist_machine(t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B))
     step_s = conc.plain_step_s
     p = predict.predict_job(cfg.state_B, nproc, "fsdp", naive_m, interval_s=EVERY * step_s)

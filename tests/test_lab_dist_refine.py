@@ -39,6 +39,10 @@ def test_the_figures_are_the_refined_models_for_the_runs_engine_mode_and_gap():
     (lambda: refine.job_terms(_run(), SimpleNamespace(gloo=None, world_size=2, state_B=1e9)), "without a gloo probe"),
     (lambda: refine.job_terms(_run(plain_step_s=None), SimpleNamespace(gloo={"bcast_Bps": 1e9}, world_size=2,
                                                                       state_B=1e9)), "no steps without checkpoints"),
+    (lambda: refine.job_terms(_run(), SimpleNamespace(gloo={"bcast_Bps": 1e9}, world_size=2, state_B=1e9),
+                              gap_s=0.0), "gap_s must be a time > 0 s"),
+    (lambda: refine.job_terms(_run(), SimpleNamespace(gloo={"bcast_Bps": 1e9}, world_size=2, state_B=1e9),
+                              gap_s=float("nan")), "got nan"),
     (lambda: refine.with_refined(_run(prediction=None)), "no first prediction"),
 ])
 def test_what_it_refuses_says_why(call, says):

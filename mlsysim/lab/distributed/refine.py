@@ -32,12 +32,15 @@ def torch_crc_Bps(size_B: float, repeats: int = 3) -> float:
     return rate if rate == rate else float("inf")
 
 
-def job_terms(run, restores, directory=None):
+def job_terms(run, restores, directory=None, gap_s: float | None = None):
     """:class:`~mlsysim.lab.distributed.terms.Terms` for the job of ``run`` (a
     :class:`~mlsysim.lab.distributed.launcher.DistributedRun` with ``plain_steps``: its busy share and churn)
     at the state size of ``restores`` (a :class:`~mlsysim.lab.distributed.restore.RestoreComparison` of the
     same job, measured with ``probe_B``: gloo and the engines' fixed costs), the rest measured here, in
-    ``directory`` (default: the temporary directory)."""
+    ``directory`` (default: the temporary directory). ``gap_s``: the seconds between the checkpoints of the
+    job whose DCP writer is timed (u_f, each write that long after the one before); default ``run``'s
+    ``every`` x its plain step. Where ``run`` is not the DCP job, pass the DCP job's gap: the two jobs'
+    plain steps differ (by 0.88 to 2.06 times in the kept runs)."""
     from .terms import measure_terms, parallel_torch_fresh_Bps
     g = restores.gloo
     if not g:
@@ -46,6 +49,9 @@ def job_terms(run, restores, directory=None):
         raise MlsysimError("the run trained no steps without checkpoints (plain_steps): the ranks' busy share "
                            "and churn are timed in them")
     n, size = restores.world_size, restores.state_B
+    gap_s = run.every * run.plain_step_s if gap_s is None else gap_s
+    if not 0 < gap_s < float("inf"):
+        raise MlsysimError(f"gap_s must be a time > 0 s (the DCP job's gap between checkpoints), got {gap_s!r}")
     return measure_terms(
         n, size, directory, bcast_Bps=g["bcast_Bps"], bcast_state_Bps=g.get("bcast_state_Bps"),
         pair_Bps=g["pair_Bps"], latency_s=g["latency_s"], dcp_stall_s=g["dcp_stall_s"],
@@ -54,7 +60,7 @@ def job_terms(run, restores, directory=None):
         own_durable_beside_s=g.get("own_durable_beside_s"), torch_crc_Bps=torch_crc_Bps(size / n),
         busy_share=run.plain_step_cpu_s / run.plain_step_s if run.plain_step_cpu_s else None,
         gloo_share=run.plain_gloo_cpu_s / run.plain_step_s if run.plain_gloo_cpu_s else None,
-        churn_Bps=n * run.plain_churn_Bps if run.plain_churn_Bps else None, period_s=run.every * run.plain_step_s,
+        churn_Bps=n * run.plain_churn_Bps if run.plain_churn_Bps else None, period_s=gap_s,
         torch_fresh_Bps=parallel_torch_fresh_Bps(size, n),
         dcp_stage_Bps=g["dcp_stage_B"] / g["dcp_stage_s"] if g.get("dcp_stage_s") else None,
         dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),
