@@ -185,3 +185,20 @@ def test_writes_at_the_job_s_cadence_start_a_gap_apart():
     for bad in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(MlsysimError, match="period_s must be a time > 0 s"):
             beside.beside(None, 2e6, 2, period_s=bad)
+
+
+def test_the_churned_writes_start_the_concurrent_job_s_gap_apart(tmp_path):
+    starts = []
+
+    def writers():
+        starts.append(time.perf_counter())
+    ctx = multiprocessing.get_context("fork")
+    assert len(beside._beside_churn(writers, ctx, 1e8, 3, 5.0, 2, period_s=0.2)) == 3
+    assert all(0.19 < b - a < 0.3 for a, b in zip(starts, starts[1:]))    # not 5 s after each end
+    assert multiprocessing.active_children() == []
+    t0 = time.perf_counter()
+    b = beside.beside(tmp_path, 2e6, 2, reclaim_wait_s=0.05, churn_Bps=1e8, churn_period_s=1.0)
+    assert time.perf_counter() - t0 >= 3.0 and 0 < b["writers_cpu_churned_s"] < 10   # three writes, 1 s apart
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(MlsysimError, match="churn_period_s must be a time > 0 s"):
+            beside.beside(None, 2e6, 2, churn_period_s=bad)

@@ -5,15 +5,13 @@ the terms B, u, u_h, u_c, m and s of :mod:`mlsysim.lab.distributed.terms`, measu
 PyTorch's CPU allocator gives a large tensor's pages back to the kernel when the tensor dies and maps
 new ones for the next (the job's plain steps fault in hundreds of megabytes a second, in 4 KB pages).
 Linux hands a freed page to the next allocation first; the blocks it has reported to the host wait at
-the tail of its free lists (``__putback_isolated_page``) and are taken only when the others run out. So
-while the training churns, the pages a writer frees and takes again stay backed however long the gap
-between two checkpoints: what grows is what the host must back again, such as a file that a checkpoint
-leaves in the page cache. :func:`beside` times the writes after the gap once more beside processes that
-churn memory at the job's own rate (``churn_Bps``): u_c, which stands for u and u_h where it was measured
-(the training churns beside every write, whatever the gap). Then it times such a file itself: writers that
-leave the whole file cached and call ``fsync`` at its end, as DCP's does, each older file deleted once the
-newer one is durable, as a checkpoint's older one is, each write started a checkpoint's gap after the one
-before, as the job's come (u_f, without a CRC-32). Memory freed about :data:`RECLAIM_DELAY_S` before may or
+the tail of its free lists (``__putback_isolated_page``) and are taken only when the others run out. How
+much of what a writer takes again is still backed then depends on the churn and on the gap between two
+checkpoints, so :func:`beside` times the writes once more beside processes that churn memory at the job's
+own rate (``churn_Bps``), each started a checkpoint's gap after the one before: u_c, which stands for u and
+u_h where it was measured. Then it times writers that leave their whole file cached and call ``fsync`` at
+its end, as DCP's does, each older file deleted once the newer one is durable, as a checkpoint's older one
+is, each write started a checkpoint's gap after the one before, as the job's come (u_f, without a CRC-32). Memory freed about :data:`RECLAIM_DELAY_S` before may or
 may not be the host's yet; timed at the job's own cadence, the writes meet what the job's meet.
 """
 from __future__ import annotations
@@ -107,12 +105,14 @@ def _spin(k: int, out) -> None:
 
 
 def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM_WAIT_S, reclaimed: int = 3,
-           churn_Bps: float | None = None, period_s: float | None = None) -> dict:
+           churn_Bps: float | None = None, period_s: float | None = None,
+           churn_period_s: float | None = None) -> dict:
     """N (``world``) threads each write ``size_B / world`` bytes durably (:func:`mlsysim.lab.store.write_durable`:
     CRC-32, 16 MB writes, writeback, ``fsync``) alone, five times in a row, then ``reclaimed`` times more,
     each after ``reclaim_wait_s`` idle (as a job's checkpoints come, the gap between them long enough for
     the host to take back the memory the last write freed), with ``churn_Bps`` as many times again, each
-    after the same wait, beside ``world`` processes that churn memory at that rate between them
+    after the same wait (or each started ``churn_period_s`` after the one before, the gap between the
+    ``concurrent`` job's checkpoints), beside ``world`` processes that churn memory at that rate between them
     (:func:`churn`: the training's, as its ranks' plain steps fault it in), then beside ``world`` processes
     that each spin (pure Python, one core each) for three times that long (the median of five). Returns
     ``writers_alone_s`` (the best of the five alone), ``writers_cpu_s`` (their CPU time alone, user and
@@ -133,7 +133,7 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     kernel's and the host's work for the writes included."""
     import multiprocessing
     from ..store import write_durable
-    _check(world, reclaimed, reclaim_wait_s, churn_Bps, period_s)
+    _check(world, reclaimed, reclaim_wait_s, churn_Bps, period_s=period_s, churn_period_s=churn_period_s)
     n = max(int(size_B) // world, 1)
     data = np.full(n, 7, dtype=np.uint8)
     ctx = multiprocessing.get_context("fork")
@@ -147,7 +147,8 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
         timed.append((writers(), _cpu_s() - c0))
     alone = min(w for w, _ in timed)
     after_wait = _after_wait(writers, reclaimed, reclaim_wait_s)     # into memory the host took back
-    churned = _beside_churn(writers, ctx, churn_Bps, reclaimed, reclaim_wait_s, world) if churn_Bps else []
+    churned = _beside_churn(writers, ctx, churn_Bps, reclaimed, reclaim_wait_s, world,
+                            churn_period_s) if churn_Bps else []
     cached = _beside_churn(_cached_writers(directory, data, world), ctx, churn_Bps, reclaimed + 1, reclaim_wait_s,
                            world, period_s)[1:] if churn_Bps and reclaimed else []   # the first frees no older file
     for path in Path(directory).glob("cached-*.bin"):
@@ -183,8 +184,8 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
             "mean_loss_s": max(0.0, statistics.median(r[1] for r in runs) - mean_base), "steal_s": stolen}
 
 
-def _check(world, reclaimed, reclaim_wait_s, churn_Bps, period_s) -> None:
-    """:func:`beside`'s arguments, each refused with its limit."""
+def _check(world, reclaimed, reclaim_wait_s, churn_Bps, **periods) -> None:
+    """:func:`beside`'s arguments, each refused with its limit (``periods``: gaps between checkpoints)."""
     check_integer("world", world)
     if type(reclaimed) is not int or reclaimed < 0:
         raise MlsysimError(f"reclaimed must be an integer >= 0 (writes timed after a wait), got {reclaimed!r}")
@@ -192,8 +193,9 @@ def _check(world, reclaimed, reclaim_wait_s, churn_Bps, period_s) -> None:
         raise MlsysimError(f"reclaim_wait_s must be a time >= 0 s, got {reclaim_wait_s!r}")
     if churn_Bps is not None and not (0 < churn_Bps < math.inf):
         raise MlsysimError(f"churn_Bps must be a rate > 0 B/s (memory the training churns) or None, got {churn_Bps!r}")
-    if period_s is not None and not (0 < period_s < math.inf):
-        raise MlsysimError(f"period_s must be a time > 0 s (the gap between checkpoints) or None, got {period_s!r}")
+    for name, period in periods.items():
+        if period is not None and not (0 < period < math.inf):
+            raise MlsysimError(f"{name} must be a time > 0 s (the gap between checkpoints) or None, got {period!r}")
 
 
 def _beside_churn(writers, ctx, churn_Bps: float, reclaimed: int, wait_s: float, world: int,

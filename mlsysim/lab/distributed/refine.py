@@ -37,10 +37,10 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None):
     :class:`~mlsysim.lab.distributed.launcher.DistributedRun` with ``plain_steps``: its busy share and churn)
     at the state size of ``restores`` (a :class:`~mlsysim.lab.distributed.restore.RestoreComparison` of the
     same job, measured with ``probe_B``: gloo and the engines' fixed costs), the rest measured here, in
-    ``directory`` (default: the temporary directory). ``gap_s``: the seconds between the checkpoints of the
-    job whose DCP writer is timed (u_f, each write that long after the one before); default ``run``'s
-    ``every`` x its plain step. Where ``run`` is not the DCP job, pass the DCP job's gap: the two jobs'
-    plain steps differ (by 0.88 to 2.06 times in the kept runs)."""
+    ``directory`` (default: the temporary directory). Each engine's writers are timed at its job's cadence:
+    u_c at ``run``'s gap between checkpoints (``every`` x its plain step), u_f at ``gap_s``, the DCP job's
+    (default ``run``'s). Where ``run`` is not the DCP job, pass the DCP job's gap: the two jobs' plain steps
+    differ (by 0.88 to 2.06 times in the kept runs)."""
     from .terms import measure_terms, parallel_torch_fresh_Bps
     g = restores.gloo
     if not g:
@@ -61,6 +61,7 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None):
         busy_share=run.plain_step_cpu_s / run.plain_step_s if run.plain_step_cpu_s else None,
         gloo_share=run.plain_gloo_cpu_s / run.plain_step_s if run.plain_gloo_cpu_s else None,
         churn_Bps=n * run.plain_churn_Bps if run.plain_churn_Bps else None, period_s=gap_s,
+        churn_period_s=run.every * run.plain_step_s,
         torch_fresh_Bps=parallel_torch_fresh_Bps(size, n),
         dcp_stage_Bps=g["dcp_stage_B"] / g["dcp_stage_s"] if g.get("dcp_stage_s") else None,
         dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),

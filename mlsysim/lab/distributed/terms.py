@@ -55,9 +55,11 @@ timings in the same run):
         the kernel accounts it (page cache, writeback included)
   u_h   the same, each write after the host has taken back     :func:`beside` (per byte, median of 3)
         the memory the last one freed (as h for p)
-  u_c   the same after the same wait, beside N processes that  :func:`beside` (per byte, median of 3)
-        churn memory at the job's rate between them (N x rank
-        0's page faults per second in the plain steps)
+  u_c   the same, each write a checkpoint's gap after the one  :func:`beside` (per byte, median of 3)
+        before (the job's cadence; in runs before 2026-12-05d
+        after the same wait), beside N processes that churn
+        memory at the job's rate between them (N x rank 0's
+        page faults per second in the plain steps)
   u_f   the same of N writers as DCP's: each file left cached  :func:`beside` (per byte, median of 3)
         whole, ``fsync`` at its end, the file before deleted
         once it is durable (no CRC-32), a write every gap
@@ -126,13 +128,16 @@ for S / W and S / r (a single reader or writer keeps W and r).
   whose noise can exceed the loss itself. Where the gap between checkpoints, less the writes' time to
   durable, is at least :data:`RECLAIM_DELAY_S`, u_h stands for u: the pages each write frees have gone
   back to the host before the next checkpoint, whose writers take them again. Where u_c was measured it stands for
-  both, whatever the gap: the training churns memory beside every write. Linux hands the pages it
-  frees to the next allocation before the blocks it reported to the host
-  (:mod:`~mlsysim.lab.distributed.beside`), and the writers, which keep no more cached than their
-  window, take pages the training freed a moment before; and the writers' page-cache allocations meet
-  the training's page faults in the kernel's allocator. On a machine whose own writes cost little
-  (0.33 ns/B, a 2 GB/s disk) the writers beside the job's churn took 1.5 to 4.4 times that CPU time;
-  the wait before u_c is timed adds little there (u_h 1.25 and 1.34 times u at 61 MB). The writes
+  both, whatever the gap: it is timed beside the job's churn and at the job's own cadence, so its writes meet
+  the memory the job's writes meet. Linux hands the pages it frees to the next allocation before the blocks it
+  reported to the host (:mod:`~mlsysim.lab.distributed.beside`), and the writers' page-cache allocations meet
+  the training's page faults in the kernel's allocator. On a machine whose own writes cost little (0.33 ns/B,
+  a 2 GB/s disk) the writers beside the job's churn took 1.5 to 4.4 times that CPU time, and a wait of 6 s
+  before them added little (u_h 1.25 and 1.34 times u at 61 MB). On this machine it does not: timed 6 s
+  after the write before, u_c came to 9.2 and 5.4 times u at 61 MB on 2 and 4 ranks
+  (``lab_dist-2026-12-05d``), whose jobs checkpoint every 0.67 and 1.5 s, before the host has the freed
+  pages back, and the overheads there to 0.28 and 0.55 times the model; the runs before that one timed u_c
+  after the wait, the later ones at the job's cadence. The writes
   take more from the work beside them than the CPU time the guest accounts to them (the host's work
   for the disk and for the pages, the caches). On a virtual machine the host's part is measured as
   such: the CPU time it takes from the guest's cores while the writers run beside busy work (s), so
@@ -370,15 +375,17 @@ def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> f
 
 
 def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, reclaim_wait_s: float = RECLAIM_WAIT_S,
-                  churn_Bps: float | None = None, period_s: float | None = None, **measured) -> Terms:
+                  churn_Bps: float | None = None, period_s: float | None = None, churn_period_s: float | None = None,
+                  **measured) -> Terms:
     """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at :data:`PROBE_CAP_B`, but for the
     writers beside busy processes, :func:`beside`, timed at ``size_B`` itself: the memory their writes take back
     from the host need not grow with the bytes written) in ``directory``: the floors, ``rounds`` more write +
     ``fsync`` timings (the disk's rate is their median), the aggregate copies of ``world`` threads, the page-cache
     write into memory freed ``reclaim_wait_s`` before (:func:`reclaimed_write_Bps`); with ``churn_Bps`` (the memory
-    the job's ranks churn, bytes per second) the writers after the wait beside it too (u_c), and DCP's way (u_f),
-    each write started ``period_s`` after the one before where given (the job's gap between checkpoints, as
-    :func:`beside` takes it), else after the wait. ``measured``: terms
+    the job's ranks churn, bytes per second) the writers beside it too (u_c, each write started ``churn_period_s``
+    after the one before where given: the ``concurrent`` job's gap between checkpoints), and DCP's way (u_f, each
+    started ``period_s`` after the one before: the DCP job's gap), else after the wait, as :func:`beside` takes
+    them. ``measured``: terms
     measured elsewhere (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``,
     ``start_s``, ``busy_share``)."""
     from ..floors import measure_floors, write_once
@@ -391,7 +398,8 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
         times = [write_once(os.path.join(tmp, f"w{i}.bin"), data) for i in range(rounds)]
         sync = statistics.median(_small_durable_s(Path(tmp) / f"c{i}.json") for i in range(5))
         shared_w, shared_r, same_r = shared_disk(tmp, size, world, rounds)
-        b = beside(tmp, float(size_B), world, reclaim_wait_s=reclaim_wait_s, churn_Bps=churn_Bps, period_s=period_s)
+        b = beside(tmp, float(size_B), world, reclaim_wait_s=reclaim_wait_s, churn_Bps=churn_Bps, period_s=period_s,
+                   churn_period_s=churn_period_s)
         reclaimed = reclaimed_write_Bps(tmp, size, wait_s=reclaim_wait_s)
     return Terms(cores=os.cpu_count() or 1, world=world, copy_Bps=f.copy_Bps,
                  parallel_copy_Bps=parallel_copy_Bps(size, world),
