@@ -11,8 +11,9 @@ checkpoints, so :func:`beside` times the writes once more beside processes that 
 own rate (``churn_Bps``), each started a checkpoint's gap after the one before: u_c, which stands for u and
 u_h where it was measured. Then it times writers that leave their whole file cached and call ``fsync`` at
 its end, as DCP's does, each older file deleted once the newer one is durable, as a checkpoint's older one
-is, each write started a checkpoint's gap after the one before, as the job's come (u_f, without a CRC-32). Memory freed about :data:`RECLAIM_DELAY_S` before may or
-may not be the host's yet; timed at the job's own cadence, the writes meet what the job's meet.
+is, each write started a checkpoint's gap after the one before, as the job's come (u_f, without a CRC-32).
+Memory freed about :data:`RECLAIM_DELAY_S` before may or may not be the host's yet; timed at the job's own
+cadence, the writes meet what the job's meet.
 """
 from __future__ import annotations
 

@@ -56,10 +56,10 @@ timings in the same run):
   u_h   the same, each write after the host has taken back     :func:`beside` (per byte, median of 3)
         the memory the last one freed (as h for p)
   u_c   the same, each write a checkpoint's gap after the one  :func:`beside` (per byte, median of 3)
-        before (the job's cadence; in runs before 2026-12-05d
-        after the same wait), beside N processes that churn
-        memory at the job's rate between them (N x rank 0's
-        page faults per second in the plain steps)
+        before (the job's cadence; in the kept runs up to
+        2026-12-05d after the same wait), beside N processes
+        that churn memory at the job's rate between them (N x
+        rank 0's page faults per second in the plain steps)
   u_f   the same of N writers as DCP's: each file left cached  :func:`beside` (per byte, median of 3)
         whole, ``fsync`` at its end, the file before deleted
         once it is durable (no CRC-32), a write every gap
@@ -133,10 +133,10 @@ for S / W and S / r (a single reader or writer keeps W and r).
   reported to the host (:mod:`~mlsysim.lab.distributed.beside`), and the writers' page-cache allocations meet
   the training's page faults in the kernel's allocator. On a machine whose own writes cost little (0.33 ns/B,
   a 2 GB/s disk) the writers beside the job's churn took 1.5 to 4.4 times that CPU time, and a wait of 6 s
-  before them added little (u_h 1.25 and 1.34 times u at 61 MB). On this machine it does not: timed 6 s
-  after the write before, u_c came to 9.2 and 5.4 times u at 61 MB on 2 and 4 ranks
+  before them added little where that was first timed (u_h 1.25 and 1.34 times u at 61 MB). It need not:
+  timed 6 s after the write before, u_c came to 9.2 and 5.4 times u at 61 MB on 2 and 4 ranks
   (``lab_dist-2026-12-05d``), whose jobs checkpoint every 0.67 and 1.5 s, before the host has the freed
-  pages back, and the overheads there to 0.28 and 0.55 times the model; the runs before that one timed u_c
+  pages back, and the overheads there to 0.28 and 0.55 times the model; the runs up to that one timed u_c
   after the wait, the later ones at the job's cadence. The writes
   take more from the work beside them than the CPU time the guest accounts to them (the host's work
   for the disk and for the pages, the caches). On a virtual machine the host's part is measured as
