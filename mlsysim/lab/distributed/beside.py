@@ -36,6 +36,25 @@ RECLAIM_DELAY_S = 2.0
 RECLAIM_WAIT_S = 6.0
 #: the block a churning process maps, touches and unmaps at a time (:func:`churn`)
 CHURN_BLOCK_B = 64 * 2 ** 20
+#: writes timed at a checkpoint's cadence (:func:`cadence_writes`): enough to span about this many seconds,
+#: at most this many
+CADENCE_SPAN_S, CADENCE_MOST = 10.0, 12
+
+
+def cadence_writes(period_s: float | None, least: int) -> int:
+    """How many writes :func:`beside` times at a cadence of ``period_s`` seconds: enough to span about
+    :data:`CADENCE_SPAN_S`, at least ``least`` (none where ``least`` is 0), at most :data:`CADENCE_MOST`;
+    ``least`` where no cadence is given. At a short gap a write finds the memory the write before freed
+    still backed or not, and costs several times as much when not (at 61 MB on 2 ranks, every 0.59 s, DCP's
+    way: 0.38 to 5.6 ns/B from one write to the next, ``benchmarks/records/lab_writer_samples-2026-12-05.json``),
+    so the job's mean over its checkpoints is the mean of many such writes, which are cheap there.
+
+    >>> cadence_writes(0.6, 3), cadence_writes(2.5, 3), cadence_writes(20.0, 3), cadence_writes(None, 3)
+    (12, 4, 3, 3)
+    """
+    if period_s is None or least == 0:
+        return least
+    return max(least, min(CADENCE_MOST, math.ceil(CADENCE_SPAN_S / period_s)))
 
 
 def together_s(one, threads: int) -> float:
@@ -113,20 +132,22 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     each after ``reclaim_wait_s`` idle (as a job's checkpoints come, the gap between them long enough for
     the host to take back the memory the last write freed), with ``churn_Bps`` as many times again, each
     after the same wait (or each started ``churn_period_s`` after the one before, the gap between the
-    ``concurrent`` job's checkpoints), beside ``world`` processes that churn memory at that rate between them
-    (:func:`churn`: the training's, as its ranks' plain steps fault it in), then beside ``world`` processes
-    that each spin (pure Python, one core each) for three times that long (the median of five). Returns
+    ``concurrent`` job's checkpoints, :func:`cadence_writes` times), beside ``world`` processes that churn memory
+    at that rate between them (:func:`churn`: the training's, as its ranks' plain steps fault it in), then
+    beside ``world`` processes that each spin (pure Python, one core each) for three times that long (the
+    median of five). Returns
     ``writers_alone_s`` (the best of the five alone), ``writers_cpu_s`` (their CPU time alone, user and
     kernel, as ``getrusage`` accounts it to this process: the median of the five),
     ``writers_cpu_reclaimed_s`` (the same of the writes after the wait, the median; None where
-    ``reclaimed`` is 0), ``writers_cpu_churned_s`` (the same beside the churning processes, the median; None
+    ``reclaimed`` is 0), ``writers_cpu_churned_s`` (the same beside the churning processes, the mean; None
     without ``churn_Bps`` or where ``reclaimed`` is 0), ``writers_cpu_cached_s`` (the same of writers that
     leave their whole files cached, ``fsync`` at the end, each file of the write before deleted after it,
-    :func:`_cached_writers`: ``reclaimed`` + 1 writes, the first, which frees none, not counted, each started
-    ``period_s`` after the one before, the job's gap between checkpoints, or ``reclaim_wait_s`` after the one
-    before ended where ``period_s`` is None; None where the churned ones are), ``churn_Bps``,
-    ``writers_beside_s`` (the writers' seconds with the spinners beside them),
-    ``loss_s`` (how much longer the slowest spinner took than alone), ``mean_loss_s`` (the same of the
+    :func:`_cached_writers`: :func:`cadence_writes` + 1 writes, the first, which frees none, not counted, each
+    started ``period_s`` after the one before, the job's gap between checkpoints, or ``reclaim_wait_s`` after the
+    one before ended where ``period_s`` is None; the mean; None where the churned ones are), each write's CPU
+    seconds of those two (``writers_cpu_churned_samples_s``, ``writers_cpu_cached_samples_s``), ``churn_Bps``,
+    ``writers_beside_s`` (the writers' seconds with the spinners beside them), ``loss_s`` (how much longer
+    the slowest spinner took than alone), ``mean_loss_s`` (the same of the
     spinners' mean: what each lost, on average), ``steal_s`` (the CPU time the host took from this
     machine while the writers ran beside the spinners, less the same without the writers: the host's
     work for the writes, a virtual disk's included; None where :func:`steal_s` is not reported) and
@@ -148,12 +169,8 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
         timed.append((writers(), _cpu_s() - c0))
     alone = min(w for w, _ in timed)
     after_wait = _after_wait(writers, reclaimed, reclaim_wait_s)     # into memory the host took back
-    churned = _beside_churn(writers, ctx, churn_Bps, reclaimed, reclaim_wait_s, world,
-                            churn_period_s) if churn_Bps else []
-    cached = _beside_churn(_cached_writers(directory, data, world), ctx, churn_Bps, reclaimed + 1, reclaim_wait_s,
-                           world, period_s)[1:] if churn_Bps and reclaimed else []   # the first frees no older file
-    for path in Path(directory).glob("cached-*.bin"):
-        path.unlink()
+    churned, cached = _churned(directory, writers, data, ctx, world, churn_Bps, reclaimed, reclaim_wait_s,
+                               churn_period_s, period_s) if churn_Bps else ([], [])
     k = _spins_for(3 * max(alone, 0.05), ctx)
 
     def spinners(with_writers: bool) -> tuple[float, float, float | None, float | None]:
@@ -179,10 +196,26 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     return {"size_B": float(n * world), "writers_alone_s": alone,
             "writers_cpu_s": statistics.median(c for _, c in timed),
             "writers_cpu_reclaimed_s": statistics.median(after_wait) if after_wait else None, "writers_beside_s": w,
-            "writers_cpu_churned_s": statistics.median(churned) if churned else None, "churn_Bps": churn_Bps,
-            "writers_cpu_cached_s": statistics.median(cached) if cached else None,
+            "writers_cpu_churned_s": statistics.mean(churned) if churned else None, "churn_Bps": churn_Bps,
+            "writers_cpu_cached_s": statistics.mean(cached) if cached else None,
+            "writers_cpu_churned_samples_s": churned, "writers_cpu_cached_samples_s": cached,
             "loss_s": max(0.0, slowest - min(b[0] for b in bases)),
             "mean_loss_s": max(0.0, statistics.median(r[1] for r in runs) - mean_base), "steal_s": stolen}
+
+
+def _churned(directory, writers, data, ctx, world: int, churn_Bps: float, reclaimed: int, wait_s: float,
+             churn_period_s: float | None, period_s: float | None) -> tuple[list, list]:
+    """CPU seconds of each write beside processes churning memory at ``churn_Bps``: this package's
+    (``writers``, :func:`cadence_writes` of them at ``churn_period_s``), then DCP's way (:func:`_cached_writers`
+    of ``data``, as many at ``period_s`` after one that frees no older file and is not counted), each after
+    ``wait_s`` where its period is None; the cached files deleted after."""
+    churned = _beside_churn(writers, ctx, churn_Bps, cadence_writes(churn_period_s, reclaimed), wait_s, world,
+                            churn_period_s)
+    cached = _beside_churn(_cached_writers(directory, data, world), ctx, churn_Bps,
+                           cadence_writes(period_s, reclaimed) + 1, wait_s, world, period_s)[1:] if reclaimed else []
+    for path in Path(directory).glob("cached-*.bin"):
+        path.unlink()
+    return churned, cached
 
 
 def _check(world, reclaimed, reclaim_wait_s, churn_Bps, **periods) -> None:

@@ -55,12 +55,12 @@ timings in the same run):
         the kernel accounts it (page cache, writeback included)
   u_h   the same, each write after the host has taken back     :func:`beside` (per byte, median of 3)
         the memory the last one freed (as h for p)
-  u_c   the same, each write a checkpoint's gap after the one  :func:`beside` (per byte, median of 3)
-        before (the job's cadence; in the kept runs up to
-        2026-12-05d after the same wait), beside N processes
-        that churn memory at the job's rate between them (N x
+  u_c   the same, each write a checkpoint's gap after the one  :func:`beside` (per byte, the mean of 3
+        before (the job's cadence; in the kept runs up to       to 12: :func:`~.beside.cadence_writes`;
+        2026-12-05d after the same wait), beside N processes    the median of 3 in the kept runs up to
+        that churn memory at the job's rate between them (N x   2026-12-05e)
         rank 0's page faults per second in the plain steps)
-  u_f   the same of N writers as DCP's: each file left cached  :func:`beside` (per byte, median of 3)
+  u_f   the same of N writers as DCP's: each file left cached  :func:`beside` (the same)
         whole, ``fsync`` at its end, the file before deleted
         once it is durable (no CRC-32), a write every gap
   m     what each of N busy processes loses, on average, while  :func:`beside` (per byte, median of 5)

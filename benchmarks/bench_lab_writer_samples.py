@@ -1,0 +1,84 @@
+"""How steady the writer probes timed at a checkpoint's cadence are: each write's CPU time, on this machine.
+
+    python benchmarks/bench_lab_writer_samples.py --json out.json     # 2 ranks at 61 MB, three trials, ~2 min
+
+The refined model charges the training, per checkpoint, the writers' CPU time per byte timed beside processes
+that churn memory at the job's rate, each write a checkpoint's gap after the one before: this package's
+windowed writers (u_c) and writers that leave their whole file cached, as DCP's does (u_f;
+:func:`mlsysim.lab.distributed.beside.beside`). At the lab's smallest point the gaps are shorter than the
+2 s after which the kernel hands freed memory back to the host, and a write finds the memory the write before
+freed still backed or not. This runs the probe ``--trials`` times at the point of a kept run (its state, world
+size, churn and both jobs' gaps) and keeps every write's CPU time: the median of the first three (what the
+probe took up to ``lab_dist-2026-12-05e``) against the mean of all of them (what it takes since,
+:func:`~mlsysim.lab.distributed.beside.cadence_writes` of them). A measurement, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lab_report import finish, record_head
+
+RECORDS = Path(__file__).resolve().parent / "records"
+
+
+def point_of(record: dict, index: int) -> dict:
+    """The probe's arguments at point ``index`` of a kept distributed run: its state, world size, churn, gaps."""
+    q = record["points"][index]
+    every = record["every"]
+    return {"size_B": q["state_B"], "world": q["world_size"], "churn_Bps": q["terms"]["churn_Bps"],
+            "churn_period_s": every * q["concurrent"]["plain_step_s"],
+            "period_s": every * q["dcp_async"]["plain_step_s"]}
+
+
+def trial(args: dict, directory) -> dict:
+    """One run of the probe: each write's CPU seconds per byte, u_c's and u_f's, and u's (alone, the median)."""
+    from mlsysim.lab.distributed.beside import beside
+    b = beside(directory, args["size_B"], args["world"], churn_Bps=args["churn_Bps"], period_s=args["period_s"],
+               churn_period_s=args["churn_period_s"])
+    per_B = lambda xs: [x / b["size_B"] for x in xs]
+    return {"u_s_per_B": b["writers_cpu_s"] / b["size_B"],
+            "u_c_s_per_B": per_B(b["writers_cpu_churned_samples_s"]),
+            "u_f_s_per_B": per_B(b["writers_cpu_cached_samples_s"])}
+
+
+def summary(samples: list) -> dict:
+    """The median of the first three writes and the mean of all."""
+    return {"median_of_three": statistics.median(samples[:3]), "mean": statistics.mean(samples)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--run", default=str(RECORDS / "lab_dist-2026-12-05e.json"), help="a kept distributed run")
+    p.add_argument("--point", type=int, default=0, help="its point (0: 2 ranks at the smallest state)")
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--json", action="append", default=[])
+    a = p.parse_args(argv)
+    t0 = time.time()
+    args = point_of(json.loads(Path(a.run).read_text()), a.point)
+    trials = []
+    with tempfile.TemporaryDirectory(prefix="mlsysim-samples-") as tmp:
+        for i in range(a.trials):
+            trials.append(trial(args, tmp))
+            t = trials[-1]
+            print(f"trial {i + 1}: u {t['u_s_per_B'] * 1e9:.2f} ns/B; "
+                  + "; ".join(f"{k[:3]} {[round(x * 1e9, 2) for x in t[k]]}" for k in ("u_c_s_per_B", "u_f_s_per_B")))
+    sums = {k: [summary(t[k]) for t in trials] for k in ("u_c_s_per_B", "u_f_s_per_B")}
+    spread = {k: {e: max(s[e] for s in v) / min(s[e] for s in v) for e in ("median_of_three", "mean")}
+              for k, v in sums.items()}
+    result = {**record_head("lab_writer_samples/1", "bench_lab_writer_samples.py", argv, t0),
+              "run": Path(a.run).name, "point": a.point, **args, "trials": trials, "summaries": sums,
+              "spread": spread, "wall_s": time.time() - t0}
+    targets = [(f"{k[:3]}: the mean of all writes steadier from trial to trial than the median of three",
+                s["mean"] <= s["median_of_three"], f"largest / smallest: mean {s['mean']:.2f}, "
+                f"median of three {s['median_of_three']:.2f}") for k, s in spread.items()]
+    return finish(targets, result, a.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
