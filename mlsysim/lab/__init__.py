@@ -27,6 +27,8 @@ first use (``ms.lab`` or ``import mlsysim.lab``):
   mlsysim.lab.runner``) that stops at a named point so that a test can SIGKILL it there.
 * ``mlsysim.lab.floors`` — the machine's memory-copy, write + fsync and read floors that every
   engine is measured against.
+* ``mlsysim.lab.reporting`` — when the host of a virtual machine takes back the memory its guest frees
+  (Linux's free page reporting), and what a touch of new memory costs some seconds after a free.
 
 Two rooms build on this shared core, each a package of its own that ``import mlsysim.lab``
 does not load:
