@@ -137,7 +137,8 @@ def fixed_overhead_s(job, group, save, wait, steps: int, repeats: int, first_ste
 
 def dcp_stage(group, job, repeats: int = 3) -> dict | None:
     """In a running gloo job (every rank calls it): the seconds of DCP's staging of ``job``'s state at its
-    full size, every rank at once (``dcp_stage_s``, the median of ``repeats``, each freed before the next) and
+    full size, every rank at once (``dcp_stage_s``, the median of ``repeats``, each freed before the next, until
+    the last rank is done; ``dcp_stage_own_s``, until this rank is, as the job times its own stall) and
     the bytes staged, summed over the ranks (``dcp_stage_B``): the stager ``dcp.async_save`` takes for the
     lab's writer (a :class:`~torch.distributed.checkpoint.FileSystemWriter`, itself the stager) on the state
     :meth:`~mlsysim.lab.distributed.worker.Job.dcp_state` gives it, as the job's saves call it before their
@@ -154,17 +155,19 @@ def dcp_stage(group, job, repeats: int = 3) -> dict | None:
         return None
     local = torch.tensor(float(sum(local_B(t) for t in job.tensors().values())))
     dist.all_reduce(local, group=group)
-    times = []
+    times, own = [], []
     for _ in range(repeats):
         state = job.dcp_state()
         dist.barrier(group=group)
         t0 = time.perf_counter()
         staged = writer.stage(state)
         staged = staged.result() if hasattr(staged, "result") else staged
+        own.append(time.perf_counter() - t0)
         dist.barrier(group=group)
         times.append(time.perf_counter() - t0)
         del staged, state
-    return {"dcp_stage_s": statistics.median(times), "dcp_stage_B": float(local)}
+    return {"dcp_stage_s": statistics.median(times), "dcp_stage_own_s": statistics.median(own),
+            "dcp_stage_B": float(local)}
 
 
 def local_B(t) -> int:
