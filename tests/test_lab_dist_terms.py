@@ -63,6 +63,14 @@ def test_the_job_worked_numbers():
     assert two["stall_s"] == pytest.approx(one["stall_s"] + copied * (1 / 0.4e9 - 1 / 2e9) - 0.015)
     assert two["durable_s"] - one["durable_s"] == pytest.approx(two["stall_s"] - one["stall_s"])
     assert two["overhead_s"] == pytest.approx(one["overhead_s"] + copied * (1 / 0.4e9 - 1 / 2e9) - 0.015)
+    # rank 0's own staging, 0.5 GB/s where the slowest rank's took 0.4: the stall is rank 0's alone, while the
+    # time to durable and the overhead wait for the slowest rank
+    own = terms.refined_job(dataclasses.replace(T, **staged, dcp_stage_Bps=0.4e9, dcp_stage_small_s=0.015,
+                                                dcp_stage_own_Bps=0.5e9), 1e9)["dcp-async"]
+    assert own["stall_s"] == pytest.approx(two["stall_s"] - copied * (1 / 0.4e9 - 1 / 0.5e9))
+    assert (own["durable_s"], own["overhead_s"]) == (two["durable_s"], two["overhead_s"])
+    with pytest.raises(MlsysimError, match="dcp_stage_own_Bps"):
+        dataclasses.replace(T, dcp_stage_own_Bps=0.0)
     # a small collective of 10 ms: the shard records gathered once; DCP's plans gathered and scattered first
     lat = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, latency_s=0.01), 1e9)
     base = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9), 1e9)

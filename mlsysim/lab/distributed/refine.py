@@ -64,6 +64,7 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None):
         churn_period_s=run.every * run.plain_step_s,
         torch_fresh_Bps=parallel_torch_fresh_Bps(size, n),
         dcp_stage_Bps=g["dcp_stage_B"] / g["dcp_stage_s"] if g.get("dcp_stage_s") else None,
+        dcp_stage_own_Bps=g["dcp_stage_B"] / g["dcp_stage_own_s"] if g.get("dcp_stage_own_s") else None,
         dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),
         new_tensor_ddp_s_per_B=g.get("new_tensor_ddp_s_per_B"),
         new_tensor_fsdp_s_per_B=g.get("new_tensor_fsdp_s_per_B"))

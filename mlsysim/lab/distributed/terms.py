@@ -156,7 +156,9 @@ for S / W and S / r (a single reader or writer keeps W and r).
   second would have added 0.33 and 0.18 s; ``benchmarks/records/lab_dist_cpu-2026-12-04.json``);
 * dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads; N R / σ
   for N R / F_N here and below where σ was measured, and d_s and d_o less σ_s, the probe's own
-  staging: the job's is in N R / σ);
+  staging: the job's is in N R / σ; in the stall N R / σ_0 where σ_0 was measured, the staging until
+  rank 0 alone is done, as the job times its stall: the slowest rank's, σ, holds up the global commit and
+  the next step's collective, so the time to durable and the overhead keep it);
   durable = stall + R (1/t + 1/p) v + S / W + d_d (the fixed cost until durable: plans gathered
   and scattered, metadata, the files' ``fsync``; d_b in its place where measured, beside the steps).
   DCP's writer leaves its file in the page cache and calls ``fsync`` at its end: far below the
@@ -250,8 +252,8 @@ def share(threads: int, cores: int) -> float:
 _RULES = (
     (("copy_Bps", "parallel_copy_Bps", "parallel_fresh_Bps", "fresh_copy_Bps", "crc_Bps", "cache_write_Bps",
       "write_Bps", "read_cold_Bps"), 0.0, False, "a measured rate > 0 B/s"),
-    (("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps", "map_read_Bps", "shard_read_Bps"),
-     0.0, False, "a measured rate > 0 B/s or None"),
+    (("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps", "map_read_Bps", "shard_read_Bps",
+      "dcp_stage_own_Bps"), 0.0, False, "a measured rate > 0 B/s or None"),
     (("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s", "dcp_stage_small_s"), 0.0, True,
      "a measured time >= 0 s or None"),
     (("dcp_overhead_s", "own_overhead_s"), -math.inf, False, "a measured time in seconds or None"),   # differences
@@ -314,6 +316,7 @@ class Terms:
     new_tensor_ddp_s_per_B: float | None = None
     new_tensor_fsdp_s_per_B: float | None = None
     writer_cpu_cached_s_per_B: float | None = None
+    dcp_stage_own_Bps: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -617,6 +620,7 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
     if t.dcp_durable_beside_s is not None:       # timed beside the training's steps
         fixed_d = t.dcp_durable_beside_s
     copy = copied / (t.dcp_stage_Bps or t.torch_fresh_Bps or t.parallel_fresh_Bps)   # its stager's copies
+    own = copied / t.dcp_stage_own_Bps if t.dcp_stage_Bps and t.dcp_stage_own_Bps else copy   # rank 0's alone
     terms["torch_crc_s"] = tc
     extra = from_training = tc - k               # torch.save's CRC-32 in place of this package's
     if t.writer_cpu_cached_s_per_B is not None and "writer_cpu_s" in terms:   # u_f, timed at the job's cadence
@@ -629,7 +633,7 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
         extra += backed
         from_training += max(0.0, backed - rebacked / n)     # u_h re-backed this package's windows only
     cached = (k + p + extra) * terms["writers_slowed"]     # into the page cache; written back only by fsync
-    return {"stall_s": copy + fixed_s, "durable_s": copy + fixed_s + cached + terms["write_s"] + fixed_d,
+    return {"stall_s": own + fixed_s, "durable_s": copy + fixed_s + cached + terms["write_s"] + fixed_d,
             "overhead_s": copy + max(fixed_s, (t.dcp_overhead_s or 0.0) - small) + loss
             + n * from_training / c}
 
