@@ -1,6 +1,6 @@
 """Free page reporting: when the host of a virtual machine takes back the memory its guest frees.
 
-Where the guest's balloon device reports free pages (:func:`mlsysim.lab.floors.reports_free_pages`), Linux
+Where the guest's balloon device reports free pages (``mlsysim.lab.floors.reports_free_pages``), Linux
 hands the host the blocks of at least :data:`REPORT_ORDER` (2 MiB with 4 KiB pages) that stay free, and the
 host drops them; the next touch of such a block waits for the host to back it again. Linux's reporter
 (``mm/page_reporting.c``) starts 2 s after a block that large is freed and runs again every 2 s while work
