@@ -59,7 +59,7 @@ def free_lists(text: str | None = None) -> dict:
             text = f.read()
     out: dict = {}
     for line in text.splitlines():
-        head, _, counts = line.partition("zone")
+        _, _, counts = line.partition("zone")
         if not counts.strip():
             continue
         zone, *blocks = counts.split()
