@@ -19,8 +19,9 @@ timings in the same run):
         the restore job's memory state (x: ddp, a replica;      ddp in its DDP job, fsdp in its FSDP
         fsdp, a shard)                                          job)
   σ     DCP's staging of the job's state, every rank at once    :func:`.probes.dcp_stage` (median of 3,
-        (bytes staged per second); σ_s, the same of the job at  in the restore job, at the full size;
-        its smallest width, held in d_s                         σ_s in :func:`.probes.engine_probe`)
+        (bytes staged per second), until the last rank is done; in the restore job, at the full size;
+        σ_0, until rank 0 is (the stall); σ_s, the same of the  σ_s in :func:`.probes.engine_probe`)
+        job at its smallest width, held in d_s
   k     this package's CRC-32 (zlib-ng), one core               :func:`~mlsysim.lab.floors.measure_floors`
   p     ``os.write`` into the page cache, one core              :func:`~mlsysim.lab.floors.measure_floors`
   h     the same into memory the host has taken back            :func:`reclaimed_write_Bps` (best of 2)
