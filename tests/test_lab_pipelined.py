@@ -32,3 +32,20 @@ def test_training_between_save_and_fence_leaves_the_snapshot_intact(tmp_path):
     got = store.load_latest(tmp_path).state
     assert all(np.array_equal(got["params"][k], v) for k, v in expected.items())
     assert not all(np.array_equal(t.params[k], v) for k, v in expected.items())   # training went on
+
+
+def test_the_stall_ends_with_the_copy_and_never_exceeds_the_time_to_durable(tmp_path):
+    slow = lambda point, step: time.sleep(0.5) if point == "snapshot" else None
+    e = PipelinedEngine(tmp_path / "slow", hook=slow)
+    e.save(1, {"w": np.ones(1000, dtype=np.float32), "step": 1})
+    time.sleep(0.2)                                      # a forward and backward pass hides part of the copy
+    waited = e.fence()
+    e.close()
+    assert 0.2 <= waited <= 0.45 and e.records[0].stall_s < 0.5
+    fast = PipelinedEngine(tmp_path / "fast", keep=1)    # a tiny state: the writer can commit before the
+    for step in range(1, 41):                            # training thread is scheduled again
+        fast.save(step, {"w": np.full(256, step, dtype=np.float32), "step": step})
+        fast.fence()
+    records = fast.summary()
+    fast.close()
+    assert all(0 < r.stall_s <= r.durable_s for r in records), [(r.stall_s, r.durable_s) for r in records]

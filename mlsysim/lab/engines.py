@@ -51,7 +51,7 @@ class SaveRecord:
     pruning of older checkpoints took afterwards (NaN: nothing pruned yet).
 
     One protocol for every engine, ours and PyTorch's: ``stall_s`` ends when ``save`` returns
-    (or, for the pipelined engine, when its fence stops waiting), ``durable_s`` when the data and
+    (or, for the pipelined engine, when the copy its fence waits for ends), ``durable_s`` when the data and
     the commit record are on disk, and pruning runs after both and is timed on its own."""
 
     step: int
@@ -255,6 +255,7 @@ class PipelinedEngine(ConcurrentEngine):
         super().__init__(directory, keep, buffers, writers, chunk_B, hook, on_commit)
         self._copied = threading.Event()
         self._copied.set()
+        self._copied_at: float | None = None  # perf_counter at the end of the newest copy (None: not ended)
 
     def save(self, step: int, state) -> float:
         self.fence()                          # the previous snapshot is complete before a new one starts
@@ -270,15 +271,17 @@ class PipelinedEngine(ConcurrentEngine):
         if buf is None or len(buf) < lay.size_B:
             buf = self._buffers[i] = np.empty(lay.size_B, dtype=np.uint8)
         self._copied.clear()
+        self._copied_at = None
+        stall = time.perf_counter() - t0      # the hand-off, timed before the copier can run (and commit)
         threading.Thread(target=self._copy, args=(step, i, lay, buf, t0), name="checkpoint-copier",
                          daemon=True).start()
-        stall = time.perf_counter() - t0
         self.records.append(SaveRecord(step, lay.size_B, stall, waited, float("nan")))
         return stall
 
     def _copy(self, step: int, i: int, lay, buf, t0: float) -> None:
         try:
             store.fill(buf, lay, midway=lambda: self._call("snapshot", step))
+            self._copied_at = time.perf_counter()
         except BaseException as e:            # handed to the training thread by the next call
             self._error = self._error or e
             self._free.put(i)
@@ -288,13 +291,17 @@ class PipelinedEngine(ConcurrentEngine):
             self._copied.set()
 
     def fence(self) -> float:
-        """Return once the newest snapshot is copied, before the state changes; the seconds waited
-        (0 when the pass hid the whole copy) count as that checkpoint's stall."""
+        """Return once the newest snapshot is copied, before the state changes; the seconds from the call
+        to the copy's end (0 when the pass hid the whole copy) count as that checkpoint's stall. The end is
+        timed on the copier's thread, as the time to durable is on the writer's: the moment the training
+        thread is scheduled again after it is not the copy's (with a small state the writer can have
+        committed before it is)."""
         if self._copied.is_set():
             return 0.0
         t0 = time.perf_counter()
         self._copied.wait()
-        waited = time.perf_counter() - t0
+        end = self._copied_at if self._copied_at is not None else time.perf_counter()   # a failed copy: now
+        waited = max(0.0, end - t0)
         self.records[-1] = replace(self.records[-1], stall_s=self.records[-1].stall_s + waited)
         return waited
 
