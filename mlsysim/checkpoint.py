@@ -37,10 +37,11 @@ client link).
   compute; the model assumes it slows neither (64 GB/s of PCIe beside 3.35 TB/s of HBM on an
   H100; on a DGX the NICs share the PCIe switches, which the model does not count). The
   persist follows as for async; the checkpoint is durable d2h + storage after the snapshot
-  begins, so the next snapshot waits for that (interval + stall ≥ write). With no stall left,
-  Daly's optimum is 0 and the default interval is the shortest the persist allows: the model
-  charges a checkpoint nothing else (not the storage bandwidth other jobs lose, not the PCIe it
-  shares), so read that interval as a bound.
+  begins, so the next snapshot waits for that (interval + stall ≥ write), and a snapshot comes at
+  most once a step, so the interval is at least t_fb. With no stall left, Daly's optimum is 0 and
+  the default interval is the shortest the persist and the step allow: the model charges a
+  checkpoint nothing else (not the storage bandwidth other jobs lose, not the PCIe it shares), so
+  read that interval as a bound.
 * ``"in-memory"`` — as async, plus copies to ``replicas − 1`` peer nodes' host
   memory over the scale-out NICs, with a durable persist every few checkpoints
   (Gemini, Wang et al., SOSP'23). Recovery reads from a peer's memory unless
@@ -349,8 +350,8 @@ def _write_plan(strategy, tier, c, size, node_B, rank_B, host, storage_Bps, repl
     else:
         stall, write = d2h, d2h + storage_s
         if strategy == "pipelined":   # the copy overlaps the next forward and backward pass
-            stall = _maximum(0.0, d2h - _num(step_s))
-            lag_ok, buffers, copy_s, min_tau = write - stall, 1.0, math.nan, write - stall
+            stall = _maximum(0.0, d2h - _num(step_s))   # at most one snapshot a step: tau >= t_fb
+            lag_ok, buffers, copy_s, min_tau = write - stall, 1.0, math.nan, _maximum(write - stall, _num(step_s))
         elif strategy == "async":
             lag_ok, buffers, copy_s, min_tau = storage_s, 1.0, math.nan, storage_s
         else:
@@ -411,7 +412,8 @@ def _layout_checks(fractional, scalar, tp, pp, dp_, mp, gpus) -> list:
     ]
 
 
-_WAIT = {"async": "persist", "pipelined": "copy and persist", "in-memory": "peer copy"}   # what min_tau waits for
+_WAIT = {"async": "persist", "pipelined": "copy and persist (at least one forward and backward pass)",
+         "in-memory": "peer copy"}   # what min_tau waits for
 
 
 def _timing_checks(strategy, c, host_need, host_fraction, tau, min_tau, persist_every, k, period, write) -> list:
@@ -423,7 +425,8 @@ def _timing_checks(strategy, c, host_need, host_fraction, tau, min_tau, persist_
                  f"{fmt(c.node.host_memory_B, 'B')}) is available"),
         (tau < min_tau, lambda: f"interval_s = {_show(tau)} s is shorter than the "
                                 f"{_WAIT[strategy]} time "
-                                f"{_show(min_tau)} s: the next snapshot would overwrite a buffer still in use"),
+                                f"{_show(min_tau)} s: the next snapshot would overwrite a buffer still in use"
+                                + (" or come within the same step" if strategy == "pipelined" else "")),
     ]
     if strategy == "in-memory" and persist_every is not None:
         checks.append((k * period < write, lambda: f"persist_every = {persist_every} checkpoints leaves "

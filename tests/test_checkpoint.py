@@ -159,6 +159,17 @@ def test_pipelined_stall_is_the_uncovered_copy_and_the_others_ignore_step_s():
         assert ck(strategy=s, step_s=0.01).stall_s == ck(strategy=s).stall_s
 
 
+def test_a_pipelined_snapshot_comes_at_most_once_a_step():
+    quick = ck(strategy="pipelined", step_s=1.0)                 # the persist outlasts a step: it sets the interval
+    assert quick.min_interval_s == pytest.approx(quick.write_s - quick.stall_s) and quick.min_interval_s > 1.0
+    slow_step = quick.write_s * 2                                # a step longer than copy and persist together
+    slow = ck(strategy="pipelined", step_s=slow_step)
+    assert slow.stall_s == 0.0 and slow.min_interval_s == slow.interval_s == slow_step
+    assert slow.lag_s == pytest.approx(slow.write_s)              # durable a copy and a persist after the snapshot
+    with pytest.raises(ms.InfeasibleError, match="at least one forward and backward pass.*within the same step"):
+        ck(strategy="pipelined", step_s=slow_step, interval_s=slow_step / 2)
+
+
 def test_pipelined_needs_step_s_and_a_feasible_interval():
     with pytest.raises(ms.MlsysimError, match="step_s"):
         ck(strategy="pipelined")
