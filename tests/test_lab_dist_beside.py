@@ -82,13 +82,16 @@ def test_bad_churn_rates_are_refused(tmp_path):
             beside.churn(bad, threading.Event())
         with pytest.raises(MlsysimError, match="churn_Bps must be a rate > 0"):
             beside.beside(tmp_path, 2e6, 2, churn_Bps=bad)
+    with pytest.raises(MlsysimError, match="churn_Bps must be"):
+        dataclasses.replace(T, churn_Bps=-1.0)
+
+
+def test_bad_writer_cpu_terms_are_refused_by_name():
     with pytest.raises(MlsysimError, match="writer_cpu_churned_s_per_B must be"):
         dataclasses.replace(T, writer_cpu_churned_s_per_B=0.0)
     for bad in (0.0, -1e-9, math.inf):
         with pytest.raises(MlsysimError, match="writer_cpu_cached_s_per_B must be measured CPU seconds per byte > 0"):
             dataclasses.replace(T, writer_cpu_cached_s_per_B=bad)
-    with pytest.raises(MlsysimError, match="churn_Bps must be"):
-        dataclasses.replace(T, churn_Bps=-1.0)
 
 
 def test_the_writers_cpu_beside_the_churn_stands_for_both_others_at_every_gap():

@@ -1,9 +1,9 @@
 """Three checkpoint engines behind one interface: ``save(step, state)``, ``wait()``, ``close()``.
 
-* :class:`SyncEngine` — the common baseline (as ``torch.save`` is usually called):
-  the training loop writes the whole state to a temporary file, flushes it, waits for
-  ``fsync``, renames it and writes the commit record. Training is blocked throughout:
-  stall = serialize + write + fsync + commit.
+* :class:`SyncEngine` — the common blocking baseline (a save made durable before training goes
+  on, as ``torch.save`` followed by ``fsync``): the training loop writes the whole state to a
+  temporary file, flushes it, waits for ``fsync``, renames it and writes the commit record.
+  Training is blocked throughout: stall = serialize + write + fsync + commit.
 * :class:`ConcurrentEngine` — a pool of ``buffers`` preallocated host buffers (the
   number of checkpoints that may be in flight, as in PCcheck, Strati et al. 2025) and
   background writer threads. ``save`` only copies the state into a free buffer

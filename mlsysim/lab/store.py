@@ -249,19 +249,20 @@ def _dont_need(fd: int, offset: int, length: int) -> None:
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
-WINDOW_B = 4 * CHUNK_B       # the most of a file being written that stays in the page cache
+WINDOW_B = 4 * CHUNK_B       # what stays cached after each retire (up to 96 MiB between two retires)
 _WAIT_WRITE_WAIT = 1 | 2 | 4  # SYNC_FILE_RANGE_WAIT_BEFORE | _WRITE | _WAIT_AFTER (linux/fs.h)
 _sync_file_range = None
 
 
 def _retire(fd: int, offset: int, length: int) -> None:
     """Wait until these bytes are on the device (Linux ``sync_file_range``), then drop them from
-    the page cache. A file written this way never holds much more than :data:`WINDOW_B` of the
-    cache: each new chunk lands in pages that a chunk 64 MiB behind has just given back, instead of
-    in memory the cache has not used lately. That matters wherever fresh memory is dear (on a
-    virtual machine that hands free pages back to its host, measured here: a 1 GB write + ``fsync``
-    took 0.27 to 0.51 s this way and 0.26 to 2.3 s with the whole file cached). Where
-    ``sync_file_range`` is missing, the drop alone (pages still being written stay cached)."""
+    the page cache. A file written this way holds at most :data:`WINDOW_B` + 2 ``CHUNK_B`` (96 MiB)
+    of the cache, :data:`WINDOW_B` after each retire: each new chunk lands in pages that a chunk
+    64 MiB behind has just given back, instead of in memory the cache has not used lately. That
+    matters wherever fresh memory is dear (on a virtual machine that hands free pages back to its
+    host, measured here: a 1 GB write + ``fsync`` took 0.27 to 0.51 s this way and 0.26 to 2.3 s
+    with the whole file cached). Where ``sync_file_range`` is missing, the drop alone (pages still
+    being written stay cached)."""
     global _sync_file_range
     if _sync_file_range is None:
         _sync_file_range = _libc_sync_file_range()
@@ -354,7 +355,7 @@ class _Checksum:
 
 
 def write_durable(path: Path, chunks, after_first=None) -> tuple[int, int]:
-    """Write ``chunks`` to ``path.tmp`` (:func:`write_chunks`: at most :data:`WINDOW_B` of it
+    """Write ``chunks`` to ``path.tmp`` (:func:`write_chunks`: a few chunks of it
     cached while it is written, none once it is durable: the next file's pages are the ones this one
     freed), fsync, rename to ``path``, fsync the directory. Returns (bytes, CRC-32). On an
     error the temporary file is removed and :class:`CheckpointError` names the file and the cause."""

@@ -50,7 +50,7 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None):
                            "and churn are timed in them")
     n, size = restores.world_size, restores.state_B
     gap_s = run.every * run.plain_step_s if gap_s is None else gap_s
-    if not 0 < gap_s < float("inf"):
+    if not 0 < gap_s < float("inf"):      # :func:`beside` checks it too, but only after the floors' probes
         raise MlsysimError(f"gap_s must be a time > 0 s (the DCP job's gap between checkpoints), got {gap_s!r}")
     return measure_terms(
         n, size, directory, bcast_Bps=g["bcast_Bps"], bcast_state_Bps=g.get("bcast_state_Bps"),

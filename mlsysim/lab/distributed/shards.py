@@ -6,8 +6,8 @@ No PyTorch here (pure functions and files): the torchrun worker
 **Partition.** A sharded tensor is split along dimension 0 as ``torch.chunk`` and FSDP2's
 ``fully_shard`` split it: with ``n`` rows over ``W`` ranks each rank holds
 ``c = ceil(n / W)`` rows, rank ``r`` the rows ``[min(r c, n), min((r + 1) c, n))`` (the last
-ranks may hold fewer, or none). A replicated tensor (DDP, or a 0-d value) is stored whole by
-rank 0. Each piece is described by a :class:`ShardSpec`: the global shape, the offset of the
+ranks may hold fewer, or none). A replicated tensor (DDP) is stored whole by rank 0; a 0-d value
+(AdamW's step counters) by every rank. Each piece is described by a :class:`ShardSpec`: the global shape, the offset of the
 piece in every dimension, its local shape and its placement (``"Shard(0)"`` or ``"Replicate()"``).
 
 **Files of a run** (in ``directory``)::
@@ -99,7 +99,9 @@ def chunk_rows(n: int, world: int, rank: int) -> tuple[int, int]:
 def partition(global_shape, world: int, placement: str = SHARD) -> tuple[ShardSpec, ...]:
     """Every rank's :class:`ShardSpec` of a tensor of ``global_shape`` over ``world`` ranks.
     A 0-d tensor, or ``placement="Replicate()"``, is replicated: rank 0's spec holds it all and
-    the other ranks' specs are empty (they store nothing of it)."""
+    the other ranks' specs are empty (they store nothing of it), but for a 0-d tensor, whose piece
+    cannot be empty: every rank's spec is rank 0's, and the worker stores such a value (AdamW's step
+    counters) on every rank."""
     shape = tuple(int(s) for s in global_shape)
     zeros = (0,) * len(shape)
     if placement == REPLICATE or not shape:

@@ -9,8 +9,8 @@ Needs the optional extra (``pip install -e .[torch]``). Four baselines:
 * ``torch.save+fsync`` — the same into ``<name>.tmp``, then ``fsync``, atomic rename and an
   ``fsync`` of the directory: durable once it returns.
 * ``dcp`` — :func:`torch.distributed.checkpoint.save`: one ``.distcp`` file per rank written
-  and fsynced by a thread pool, then the ``.metadata`` file that makes the checkpoint
-  loadable (its commit).
+  and fsynced (by the calling thread: ``FileSystemWriter``'s default ``thread_count=1``), then
+  the ``.metadata`` file that makes the checkpoint loadable (its commit).
 * ``dcp-async`` — :func:`torch.distributed.checkpoint.async_save`: the state is staged (copied)
   to host memory and written in the background; the stall is the time until it returns,
   the checkpoint is durable when its future completes. One save in flight at a time, as
