@@ -7,8 +7,9 @@ No PyTorch here (pure functions and files): the torchrun worker
 ``fully_shard`` split it: with ``n`` rows over ``W`` ranks each rank holds
 ``c = ceil(n / W)`` rows, rank ``r`` the rows ``[min(r c, n), min((r + 1) c, n))`` (the last
 ranks may hold fewer, or none). A replicated tensor (DDP) is stored whole by rank 0; a 0-d value
-(AdamW's step counters) by every rank. Each piece is described by a :class:`ShardSpec`: the global shape, the offset of the
-piece in every dimension, its local shape and its placement (``"Shard(0)"`` or ``"Replicate()"``).
+(AdamW's step counters) by every rank. Each piece is described by a :class:`ShardSpec`: the global
+shape, the offset of the piece in every dimension, its local shape and its placement (``"Shard(0)"``
+or ``"Replicate()"``).
 
 **Files of a run** (in ``directory``)::
 
