@@ -16,7 +16,9 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
   one job, the median: bytes read per rank and seconds, beside the prediction;
 * at the largest size, two nodes of N / 2 ranks (two ``torchrun`` agents) and a node lost: the
   recovery from the survivor's peer memory against the recovery from durable storage, and the
-  downtime per loss beside the measured start of such a job (:func:`mlsysim.lab.distributed.terms.start_s`);
+  downtime per loss beside the job's own start (its launch until it first resumed, in the same run) and the
+  driver's teardown of the lost node; a launch of the same job apart, before it, is kept beside them
+  (``start_apart_s``, :func:`mlsysim.lab.distributed.terms.start_s`, the start the runs up to 2026-12-05i took);
 * the overhead per checkpoint of both engines: the job trains ``PLAIN`` steps without checkpoints,
   then checkpoints every ``EVERY`` steps; each checkpoint's cycle (its stall and the two steps after it)
   less the two steps after those, the last before the next checkpoint: a baseline in the same stretch
@@ -32,7 +34,7 @@ point-to-point rates, the writers' CPU time (after a gap alone; beside processes
 rate the job's plain steps fault it in, at the `concurrent` job's cadence; and writing as DCP's writer does,
 at the DCP job's cadence), what busy processes lose beside them and the CPU time the host takes from this
 machine meanwhile, the ranks' busy share in the job's plain steps, each engine's fixed costs per save, the
-job's start).
+job's start and the teardown of a lost node).
 
 Targets (:func:`mlsysim.lab.distributed.results.targets`): the sharded concurrent engine's stall is at
 most half of ``dcp.async_save``'s; the refined model is within ±25 % of every measured figure
@@ -142,22 +144,22 @@ def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
     from mlsysim.lab.distributed.restore import config_for
     from mlsysim.lab.distributed.launcher import launch, run_distributed
     cfg = config_for(size_B, 32, layers, NODE_LOSS_STEPS)
-    say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: the job's start")
-    start = terms.start_s(launch, nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
+    say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: the job's start, launched apart")
+    apart = terms.start_s(launch, nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
     say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: a node lost")
     r, attempt = _twice(lambda: run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent",
                                                 steps=NODE_LOSS_STEPS, every=NODE_LOSS_EVERY, d_model=cfg.d_model,
                                                 layers=layers), say)
     naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
         t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B)))
-    refined = terms.refined_recovery(dataclasses.replace(t, start_s=start), cfg.state_B)
+    refined = terms.refined_recovery(dataclasses.replace(t, start_s=r.start_s), cfg.state_B, r.teardown_s)
     return {"world_size": nproc, "nodes": 2, "state_B": cfg.state_B, "sources": list(r.sources),
             "recovered_from": r.recovered_from, "recovery_s": r.recovery_s,
             "recovery_storage_s": r.recovery_storage_s, "resumed_exactly": r.resumed_exactly,
             "storage_bytes_read_per_rank": list(r.storage_bytes_read_per_rank),
             "peer_bytes_per_rank": list(r.peer_bytes_per_rank), "recovery_phases_s": r.recovery_phases_s,
             "recovery_storage_phases_s": r.recovery_storage_phases_s, "downtime_s": list(r.downtime_s),
-            "start_s": start, "attempts": attempt,
+            "start_s": r.start_s, "teardown_s": list(r.teardown_s), "start_apart_s": apart, "attempts": attempt,
             "predicted": {"naive": {"peer_memory_s": naive.peer_memory_s, "storage_s": naive.storage_s},
                           "refined": refined}}
 

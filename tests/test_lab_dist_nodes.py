@@ -68,6 +68,10 @@ def test_a_lost_node_comes_back_from_peer_memory_then_from_storage(lost):
     assert shards.global_steps(d / "killed")[-1] == STEPS                  # and it went on to the end
     assert r.world_size == 2 and r.nodes == 2 and 0 < r.recovery_s < 30 and 0 < r.recovery_storage_s < 30
     assert len(r.downtime_s) == 2 and all(r.recovery_s < t < 60 for t in r.downtime_s)   # seconds, not minutes
+    # the job's own start (its launch until it first resumed) and the driver's teardown of each lost node,
+    # the downtime's terms, measured in the same run: each teardown ends before the replacement starts
+    assert 0 < r.start_s < 60 and len(r.teardown_s) == 2
+    assert all(0 <= e < t for e, t in zip(r.teardown_s, r.downtime_s))
     record = json.loads(json.dumps(r.to_dict()))
     assert record["world_size"] == 2 and record["storage_bytes_read_per_rank"] == [0, 0]
     assert {"nodes", "recovered_from", "recovery_s", "recovery_storage_s"} <= set(record)

@@ -134,6 +134,13 @@ def test_the_restores_and_recoveries_worked_numbers():
     assert round(r["peer_memory_s"], 3) == 0.875 and round(r["storage_s"], 3) == 0.65
     assert math.isclose(r["downtime_peer_s"], 5.0 + r["peer_memory_s"]) and terms.DETECT_S == 2.0
     assert "downtime_peer_s" not in terms.refined_recovery(T, 1e9)   # no start measured, no downtime
+    # the driver's teardown of each lost node comes before the replacement's start: it adds to that loss's downtime
+    torn = terms.refined_recovery(dataclasses.replace(T, start_s=5.0), 1e9, teardown_s=(0.25, 0.5))
+    assert round(torn["downtime_peer_s"] - r["downtime_peer_s"], 3) == 0.25
+    assert round(torn["downtime_storage_s"], 3) == round(0.5 + 5.0 + 0.65, 3)
+    for bad in ((0.1,), (-0.1, 0.0), (0.0, math.inf), (0.0, "1")):
+        with pytest.raises(MlsysimError, match="teardown_s must be two finite seconds"):
+            terms.refined_recovery(dataclasses.replace(T, start_s=5.0), 1e9, teardown_s=bad)
     # the tier's file mapped in place and checked at 10 GB/s, where measured, in place of a copy into new
     # memory and a check (1/5 + 1/20 s/GB): the sender's side 0.05 s, below the receiver's 0.15 s; read back 0.05
     m = terms.refined_recovery(dataclasses.replace(T, map_read_Bps=10e9), 1e9)

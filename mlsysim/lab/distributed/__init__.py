@@ -13,6 +13,7 @@ The rest runs without PyTorch:
 
 * ``launcher`` — starts ``torchrun`` agents from Python, kills ranks and nodes, resumes, reshards and
   returns the run's record with its prediction;
+* ``checks`` — the engines, modes and kills the lab accepts, and its refusals;
 * ``shards`` — the sharded store: partition metadata, shard records, the global commit;
 * ``tiers`` — where checkpoints live: each node's memory, a peer's replica, durable storage, and the
   recovery plan;

@@ -41,10 +41,9 @@ from pathlib import Path
 
 from ...errors import MlsysimError
 from . import shards, tiers
+from .checks import ENGINES, KILLS, MODES, check_kill, check_nodes, check_world  # noqa: F401  (re-exported)
 from .terms import job_prediction, overhead_per_checkpoint
 
-ENGINES = ("sync", "concurrent", "dcp", "dcp-async")
-MODES, KILLS = ("fsdp", "ddp"), ("rank", "random", "node")
 KILL_POINTS = ("step", "snapshot", "persist", "shard")   # mid-step, mid-snapshot, mid-persist, before the global commit
 #: c10d rendezvous settings (``--rdzv-conf``): seconds, except the attempts.
 RDZV_CONF = (("join_timeout", 60), ("last_call_timeout", 3), ("close_timeout", 5), ("keep_alive_interval", 1),
@@ -69,21 +68,6 @@ def free_port() -> int:
             return s.getsockname()[1]
     except OSError as e:
         raise LaunchError(f"no free TCP port on 127.0.0.1 for the rendezvous: {e.strerror or e}") from None
-
-
-def check_world(nproc: int, batch: int = 8) -> None:
-    """The state and the batch must split over ``nproc`` ranks: ``batch % nproc == 0``."""
-    if type(nproc) is not int or nproc < 1:
-        raise MlsysimError(f"nproc must be a positive integer, got {nproc!r}")
-    if batch % nproc:
-        raise MlsysimError(f"a world size of {nproc} cannot split the global batch of {batch} windows evenly "
-                           f"(use a divisor of {batch})")
-
-
-def check_nodes(nodes) -> None:
-    """Torchrun agents on this machine: 1 or 2."""
-    if type(nodes) is not int or nodes not in (1, 2):
-        raise MlsysimError(f"nodes must be 1 or 2 (torchrun agents on this machine), got {nodes!r}")
 
 
 def has_torch() -> bool:
@@ -217,6 +201,13 @@ class Attempt:
     memory_root: str | None = None
     times: list = field(default_factory=list)     # when each event arrived (time.monotonic(), s)
     kill_times: list = field(default_factory=list)
+    launched_at: float | None = None              # when the first agent was started (time.monotonic(), s)
+    teardowns: list = field(default_factory=list)  # each node loss: s from the kill to the replacement's start
+
+    def start_s(self) -> float | None:
+        """Seconds from the launch until the job first resumed (rank 0's first resume event)."""
+        first = next((t for e, t in zip(self.events, self.times) if "resumed_from" in e), None)
+        return None if first is None or self.launched_at is None else first - self.launched_at
 
     def downtimes(self) -> list:
         """Seconds from each kill until the job had resumed (rank 0's resume event of the next attempt)."""
@@ -351,6 +342,7 @@ class _Job:
                     shutil.rmtree(tiers.node_dir(self.root, other.name), ignore_errors=True)
         self.out.killed.append((self.attempt, "node", step, name))
         self.out.kill_times.append(t_kill)
+        self.out.teardowns.append(time.monotonic() - t_kill)
         if self.replace:
             self.start(f"node-{len(self.out.nodes)}")                  # node-2, node-3, ...
 
@@ -455,6 +447,7 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
     try:
         # an elastic round closes last_call_timeout after its first node joins: the other agents start
         # first and wait for node-0's store, so that they all join within it
+        out.launched_at = time.monotonic()
         for i in (list(range(1, nodes)) + [0]) if job.nnodes.startswith("1:") else range(nodes):
             job.start(f"node-{i}")
         job.monitor()
@@ -526,7 +519,10 @@ class DistributedRun:
     is done). ``stalls_s``, ``durables_s``: every checkpoint's, in order; ``prepare_s``: the
     ``concurrent`` engine's allocation and first touch of its snapshot buffers at the start of the job
     (rank 0; not part of any checkpoint's stall). ``downtime_s``: for each kill, the seconds until the job
-    had resumed, as the driver saw them (detection, rendezvous, new processes and the recovery itself).
+    had resumed, as the driver saw them (detection, rendezvous, new processes and the recovery itself);
+    ``start_s``: the killed job's own start, from its launch until it first resumed (from nothing), taken
+    just before its losses; ``teardown_s``: for each node lost, the driver's seconds from the kill until it
+    started the replacement (the lost processes gone, the lost node's memory tier erased).
     With ``plain_steps`` (steps without checkpoints first): ``plain_step_s``, ``plain_churn_Bps``, ``plain_gloo_cpu_s``,
     ``overheads_s``, ``overhead_s``, the same of rank 0's CPU (:func:`~.accounting.overhead_per_checkpoint`).
     ``reference_losses``: the uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``:
@@ -560,6 +556,8 @@ class DistributedRun:
     peer_bytes_per_rank: tuple = ()
     recovery_storage_s: float | None = None
     downtime_s: tuple = ()
+    start_s: float | None = None
+    teardown_s: tuple = ()
     memory_s: float | None = None
     memory_stall_s: float | None = None
     memory_root: str | None = None
@@ -602,18 +600,6 @@ def _median(xs) -> float:
     return xs[len(xs) // 2] if xs else float("nan")
 
 
-def _check_kill(kill, nodes: int, engine: str, replace: bool) -> None:
-    if kill is not None and not isinstance(kill, (list, tuple)) and kill not in KILLS:
-        raise MlsysimError(f"kill must be one of {', '.join(KILLS)}, a list of POINT@STEP:RANK or None, got {kill!r}")
-    if kill == "node" and nodes != 2:
-        raise MlsysimError("kill='node' needs nodes=2: the lost node's shards come back from its peer's memory")
-    if kill == "node" and engine not in ("sync", "concurrent"):
-        raise MlsysimError(f"kill='node' needs this package's engines (sync, concurrent) and their memory tiers, "
-                           f"got engine={engine!r}")
-    if not replace and kill != "node":
-        raise MlsysimError("replace=False (continue on the nodes left) applies to kill='node' only")
-
-
 def _check_run(job: dict, reshard_to, kill, replace: bool, reference) -> None:
     """Refuse a :func:`run_distributed` that cannot run (``job``: the record's fields the arguments set)."""
     check_world(job["world_size"])
@@ -624,7 +610,7 @@ def _check_run(job: dict, reshard_to, kill, replace: bool, reference) -> None:
             raise MlsysimError(f"{k} must be a positive integer, got {job[k]!r}")
     if job["plain_steps"] != 0 and (type(job["plain_steps"]) is not int or not 2 <= job["plain_steps"] < job["steps"]):
         raise MlsysimError(f"plain_steps must be 0 or an integer from 2 to steps - 1, got {job['plain_steps']!r}")
-    _check_kill(kill, job["nodes"], job["engine"], replace)
+    check_kill(kill, job["nodes"], job["engine"], replace)
     if job["engine"] not in ENGINES:
         raise MlsysimError(f"engine must be one of {', '.join(ENGINES)}, got {job['engine']!r}")
     if job["mode"] not in MODES:
@@ -668,6 +654,7 @@ def _killed_run(base: Path, nproc: int, steps: int, nodes: int, kill, loss_steps
     first = found[0] if found else None
     storage = next((e for e in found if e["source"] == "storage"), None) if kill == "node" else None
     got = {"kills": tuple(run.killed), "downtime_s": tuple(run.downtimes()), "resumed_from": resumed,
+           "start_s": run.start_s(), "teardown_s": tuple(run.teardowns),
            "bytes_read_per_rank": tuple(recoveries(run.events)[-1]["bytes_read"]),
            "sources": tuple(e["source"] for e in found), "recovered_from": first["source"] if first else None,
            "recovery_s": first["recovery_s"] if first else None,

@@ -73,7 +73,11 @@ timings in the same run):
         checkpoints, over the step's seconds (its busy share)   (:func:`overhead_per_checkpoint`)
   g     the same of its gloo threads alone (recorded, left      the job's own plain steps
         out of the model: see the concurrent engine below)
-  T     process start and rendezvous of a torchrun job          :func:`start_s` (to the resume event)
+  T     process start and rendezvous of a torchrun job, its     the job's own first start, launch to
+        setup and first touch of its buffers                    resume (:func:`start_s` where kept runs
+                                                                up to 2026-12-05i launched it apart)
+  e     the lab's teardown of a lost node: its processes gone,  the driver, per loss (its ``teardown_s``)
+        its memory tier erased, before the replacement starts
 ======  ======================================================  =====================================
 
 **Cores shared.** N ranks run on C cores. CPU work that n threads do at once takes
@@ -197,9 +201,13 @@ for S / W and S / r (a single reader or writer keeps W and r).
   the receiver's overlap and the slower of the two counts, beside the transfer that needs both), then
   read back with its check and loaded: R (1/f + 1/k) share(N) + N R / c_N;
 * storage recovery: the sharded restore;
-* downtime per node loss: T + recovery. The rendezvous' detection of the dead node
+* downtime per node loss: e + T + recovery. The rendezvous' detection of the dead node
   (``keep_alive_interval`` x ``keep_alive_max_attempt`` of :data:`~mlsysim.lab.distributed.launcher.RDZV_CONF`,
-  :data:`DETECT_S`) runs while the replacement agent and the new workers start, and is hidden in T.
+  :data:`DETECT_S`) runs while the replacement agent and the new workers start, and is hidden in T. T is
+  the job's own first start, taken in the same run just before its losses: a launch right after the
+  uninterrupted run's processes ended touches memory freed a moment before, as a restart touches what the
+  loss freed (a launch apart, after the host has taken freed memory back, touches its buffers up to
+  several times slower: ``benchmarks/records/lab_reporting-2026-12-05.json``).
 
 >>> t = Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
 ...           crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
@@ -668,12 +676,16 @@ def _new_tensors_s(timed_s_per_B: float | None, rank_B: float, shared: float, fa
     return shared * rank_B * max(faults_s_per_B, 0.0) if timed_s_per_B is None else rank_B * max(0.0, timed_s_per_B)
 
 
-def refined_recovery(t: Terms, size_B: float) -> dict:
+def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) -> dict:
     """Seconds of the FSDP job's recovery after a node loss: ``peer_memory_s``, ``storage_s`` and, with
-    ``start_s`` measured, the downtime of each (``downtime_peer_s``, ``downtime_storage_s``: the job's
-    start + the recovery). Needs ``pair_Bps``."""
+    ``start_s`` measured, the downtime of each (``downtime_peer_s``, ``downtime_storage_s``: the lab's
+    teardown of the lost node, ``teardown_s`` for the first loss and the second, + the job's start + the
+    recovery). Needs ``pair_Bps``."""
     if not t.pair_Bps:
         raise MlsysimError("the peer-memory recovery needs pair_Bps, gloo's measured point-to-point rate")
+    if len(teardown_s) != 2 or not all(isinstance(x, (int, float)) and 0 <= x < math.inf for x in teardown_s):
+        raise MlsysimError(f"teardown_s must be two finite seconds >= 0 (the first loss's, the second's), "
+                           f"got {teardown_s!r}")
     n, c = t.world, t.cores
     _, rank, _ = _sizes(t, size_B, "fsdp")
     sh = share(n, c)
@@ -683,15 +695,18 @@ def refined_recovery(t: Terms, size_B: float) -> dict:
     back = sh * rank * mapped + n * rank / t.parallel_copy_Bps
     out = {"peer_memory_s": send + back, "storage_s": refined_restore(t, "sharded", size_B)}
     if t.start_s is not None:
-        out["downtime_peer_s"] = t.start_s + out["peer_memory_s"]
-        out["downtime_storage_s"] = t.start_s + out["storage_s"]
+        first, second = teardown_s
+        out["downtime_peer_s"] = first + t.start_s + out["peer_memory_s"]
+        out["downtime_storage_s"] = second + t.start_s + out["storage_s"]
     return out
 
 
 def start_s(launch, nproc: int, nodes: int = 1, d_model: int = 32, layers: int = 2, repeats: int = 1) -> float:
     """Seconds from launching a torchrun job of ``nodes`` agents x ``nproc`` ranks (this lab's worker,
     this package's engine, its memory tiers) to rank 0's resume event: the processes' start (Python,
-    PyTorch), the rendezvous, the process groups and the job's setup; the least of ``repeats``.
+    PyTorch), the rendezvous, the process groups and the job's setup; the least of ``repeats``. A launch of
+    its own (the kept runs up to 2026-12-05i took T so); the benchmark now takes the killed job's own start
+    (``DistributedRun.start_s``).
     ``launch`` is the launcher's ``launch`` (passed in: the launcher imports this module)."""
     best = math.inf
     for _ in range(repeats):
