@@ -81,6 +81,10 @@ def test_a_node_lost_through_the_command_line(tmp_path):
     assert p["memory_stall_s"] == p["copy_s"] and 0 < p["recovery_s"] and 0 < p["recovery_storage_s"]
     # one rank per node: the shard sent over the link (rank_B / link) is in both the save and the peer's recovery
     assert p["memory_s"] == pytest.approx(2 * p["copy_s"] + (p["recovery_s"] - p["copy_s"]))
+    # each loss's downtime beside its prediction: the teardown and the job's own start, measured, + the recovery
+    assert len(p["downtime_s"]) == len(d["downtime_s"]) == 2 and d["start_s"] > 0
+    assert p["downtime_s"] == pytest.approx([e + d["start_s"] + x for e, x in
+                                             zip(d["teardown_s"], (p["recovery_s"], p["recovery_storage_s"]))])
     assert not __import__("os").path.exists(d["memory_root"])             # the memory tiers removed
 
 

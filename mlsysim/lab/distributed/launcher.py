@@ -526,7 +526,8 @@ class DistributedRun:
     With ``plain_steps`` (steps without checkpoints first): ``plain_step_s``, ``plain_churn_Bps``, ``plain_gloo_cpu_s``,
     ``overheads_s``, ``overhead_s``, the same of rank 0's CPU (:func:`~.accounting.overhead_per_checkpoint`).
     ``reference_losses``: the uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``:
-    :mod:`mlsysim.lab.distributed.predict`'s for this job on this machine (with ``predict=True``)."""
+    :mod:`mlsysim.lab.distributed.predict`'s for this job on this machine (with ``predict=True``); with a node
+    lost, its ``downtime_s``: each loss's teardown + the job's own start (both measured) + the predicted recovery."""
 
     engine: str
     mode: str
@@ -752,6 +753,9 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
             ref_events = ref_events or events
         prediction = (job_prediction(ref_events, {**job, "memory": memory, "kill": kill}, base)
                       if predict and ref_events else None)
+        if prediction and kill == "node":      # each loss: its teardown + the job's own start + the recovery
+            recovery = (prediction["recovery_s"], prediction["recovery_storage_s"])
+            prediction["downtime_s"] = [e + got["start_s"] + rec for e, rec in zip(got["teardown_s"], recovery)]
         return DistributedRun(**job, **ref, **got, reference_losses=tuple(ref_losses[s] for s in sorted(ref_losses)),
                               wall_s=time.perf_counter() - t0, prediction=prediction,
                               memory_root=None if root is None else str(root))

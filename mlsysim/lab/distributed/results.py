@@ -130,8 +130,8 @@ def remodel(d: dict) -> dict:
     """``d`` (a recorded run, schema 2) with every refined prediction and each point's ``terms_s`` computed
     again by the module ``mlsysim.lab.distributed.terms`` from the terms the run measured (each point's, the
     gap between checkpoints as the benchmark takes it, ``every`` x DCP's plain step; for a node loss the
-    point of its world size at its state size, with the start and the teardowns it measured); the measurements and the first
-    predictions are left as they are."""
+    point of its world size at its state size, with the start and the teardowns it measured); the measurements
+    and the first predictions are left as they are."""
     from .terms import Terms, refined_job, refined_recovery, refined_restore
     out = copy.deepcopy(d)
     measured = {}
