@@ -2,10 +2,11 @@
 
     python benchmarks/bench_lab_restart.py --json out.json     # 2 nodes x 1 and 2 x 2 ranks, about six minutes
 
-The refined model (:func:`mlsysim.lab.distributed.terms.refined_recovery`) predicts a node loss's downtime as
+The refined model (:func:`mlsysim.lab.distributed.terms.refined_recovery`) predicted a node loss's downtime as
 the job's measured start (:func:`mlsysim.lab.distributed.terms.start_s`: a fresh launch at the job's size, until
-rank 0's resume event) plus the predicted recovery. Over the recorded runs the first loss on 2 nodes x 1 took
-less than that in every run, the second on 2 nodes x 2 more. This times the pieces, at the state size the
+rank 0's resume event) plus the predicted recovery. Over the runs recorded so, up to 2026-12-05i, the first loss
+on 2 nodes x 1 took less than that in every run, the second on 2 nodes x 2 more; the model now takes the killed
+job's own first start and the driver's teardown of the lost node instead. This times the pieces, at the state size the
 benchmark loses a node at (1 GB, FSDP, the ``concurrent`` engine with its memory tiers, as
 ``run_distributed(kill="node")`` runs it):
 

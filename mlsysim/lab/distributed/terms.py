@@ -206,8 +206,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   :data:`DETECT_S`) runs while the replacement agent and the new workers start, and is hidden in T. T is
   the job's own first start, taken in the same run just before its losses: a launch right after the
   uninterrupted run's processes ended touches memory freed a moment before, as a restart touches what the
-  loss freed (a launch apart, after the host has taken freed memory back, touches its buffers up to
-  several times slower: ``benchmarks/records/lab_reporting-2026-12-05.json``).
+  loss freed (a launch apart may find freed memory the host has taken back, whose first touch cost 27
+  times as much per byte here: ``benchmarks/records/lab_reporting-2026-12-05.json``).
 
 >>> t = Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
 ...           crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
