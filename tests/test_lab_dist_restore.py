@@ -171,6 +171,9 @@ def test_the_probe_times_gloo_and_the_states_broadcast_into_new_tensors(run):
     ddp, fsdp = g["new_tensors_ddp"], g["new_tensors_fsdp"]
     assert ddp["bytes"] == pytest.approx(r.state_B, rel=0.01) and fsdp["bytes"] == pytest.approx(r.state_B / 2, rel=0.05)
     assert all(len(x[k]) == 3 and min(x[k]) > 0 for x in (ddp, fsdp) for k in ("new_rounds_s", "touched_rounds_s"))
+    # the piece a checkpoint copies at a time, rank 0's largest tensor: a whole one (DDP), its rows' first half (FSDP)
+    assert 0 < fsdp["largest_B"] < ddp["largest_B"] < ddp["bytes"]
+    assert fsdp["largest_B"] == pytest.approx(ddp["largest_B"] / 2, rel=0.05)
     # the term: the median of new less touched over the rounds, per byte of a rank's tensors
     for mode, x in (("ddp", ddp), ("fsdp", fsdp)):
         extra = sorted(a - b for a, b in zip(x["new_rounds_s"], x["touched_rounds_s"]))[1]

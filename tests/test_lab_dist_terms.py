@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 
+import numpy as np
 import pytest
 
 from mlsysim.errors import MlsysimError
@@ -163,6 +164,9 @@ def test_the_restores_and_recoveries_worked_numbers():
     (lambda: terms.overhead_per_checkpoint([], 2, 1), "plain must be an integer >= 2"),
     (lambda: terms.overhead_per_checkpoint([{"step": 5, "t": 1.0}], 2, 4), "no plain step was timed"),
     (lambda: terms.parallel_copy_Bps(0, 2), "size_B"),
+    (lambda: terms.parallel_copy_Bps(1e6, 2, piece_B=0.0), "piece_B"),
+    (lambda: terms.parallel_copy_Bps(1e6, 2, piece_B=math.nan), "piece_B"),
+    (lambda: dataclasses.replace(T, copy_piece_B=0.0), "copy_piece_B must be a size > 0 B"),
     (lambda: terms.parallel_torch_fresh_Bps(1e6, 0), "threads"),
     (lambda: dataclasses.replace(T, torch_fresh_Bps=-1.0), "torch_fresh_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, reclaimed_write_Bps=0.0), "reclaimed_write_Bps must be a measured rate"),
@@ -364,6 +368,26 @@ def test_measured_terms_are_rates_of_this_machine(tmp_path):
               "beside_mean_loss_s_per_B"):
         assert 0 <= getattr(t, k) < 1e-6                           # seconds per byte
     assert set(t.to_dict()) >= {"crc_Bps", "parallel_copy_Bps", "sync_s", "pair_Bps", "start_s"}
+
+
+def test_the_copies_of_n_threads_are_timed_in_pieces_of_a_rank_s_largest_tensor(tmp_path, monkeypatch):
+    copied, copyto = [], np.copyto
+
+    def counted(dst, src):
+        copied.append(src.nbytes)
+        copyto(dst, src)
+    monkeypatch.setattr(terms.np, "copyto", counted)
+    assert 0 < terms.parallel_copy_Bps(4e6, 2, repeats=1, piece_B=1.5e6) < math.inf
+    assert sorted(copied) == [5e5, 5e5, 1.5e6, 1.5e6]            # 2 MB a thread: 1.5 MB, then the rest
+    copied.clear()
+    terms.parallel_copy_Bps(4e6, 2, fresh=True, repeats=1, piece_B=1e9)   # a piece larger than a thread's part
+    assert copied == [2e6, 2e6]
+    copied.clear()
+    terms.parallel_copy_Bps(4e6, 2, repeats=1)                             # None: one piece a thread
+    assert copied == [2e6, 2e6]
+    monkeypatch.undo()
+    t = terms.measure_terms(2, 4e6, tmp_path, rounds=1, reclaim_wait_s=0.05, copy_piece_B=1e6)
+    assert t.copy_piece_B == 1e6 and t.to_dict()["copy_piece_B"] == 1e6
 
 
 def test_the_memory_tiers_mapped_read_is_measured_and_cleaned_up(tmp_path):

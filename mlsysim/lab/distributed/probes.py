@@ -256,7 +256,8 @@ def new_tensors_s(group, tensors: dict) -> dict:
     tensors into new ones and loads them), ``new_s``, and the same copies into tensors made and touched
     beforehand, ``touched_s``: all ranks at once, barrier to barrier. Their difference is what the restore's
     new tensors cost beyond the copy, timed in the restore job's own memory state and with its N processes
-    on the machine's cores (``bytes``: this rank's)."""
+    on the machine's cores (``bytes``: this rank's; ``largest_B``: its largest tensor's, the piece a
+    checkpoint copies at a time)."""
     import torch
     import torch.distributed as dist
     local = [t.to_local() if hasattr(t, "to_local") else t for _, t in sorted(tensors.items())]
@@ -274,4 +275,5 @@ def new_tensors_s(group, tensors: dict) -> dict:
     held: list = []
     new = timed(lambda: held.extend(torch.empty_like(t).copy_(t) for t in local))
     del held
-    return {"new_s": new, "touched_s": touched, "bytes": sum(t.numel() * t.element_size() for t in local)}
+    sizes = [t.numel() * t.element_size() for t in local]
+    return {"new_s": new, "touched_s": touched, "bytes": sum(sizes), "largest_B": max(sizes, default=0)}

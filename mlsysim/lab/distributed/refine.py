@@ -40,7 +40,8 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None):
     ``directory`` (default: the temporary directory). Each engine's writers are timed at its job's cadence:
     u_c at ``run``'s gap between checkpoints (``every`` x its plain step), u_f at ``gap_s``, the DCP job's
     (default ``run``'s). Where ``run`` is not the DCP job, pass the DCP job's gap: the two jobs' plain steps
-    differ (by 0.88 to 2.06 times in the kept runs)."""
+    differ (by 0.88 to 2.06 times in the kept runs). The copies are timed in pieces of a rank's largest tensor
+    in ``run``'s mode, as the restore job found it."""
     from .terms import measure_terms, parallel_torch_fresh_Bps
     g = restores.gloo
     if not g:
@@ -67,7 +68,8 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None):
         dcp_stage_own_Bps=g["dcp_stage_B"] / g["dcp_stage_own_s"] if g.get("dcp_stage_own_s") else None,
         dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),
         new_tensor_ddp_s_per_B=g.get("new_tensor_ddp_s_per_B"),
-        new_tensor_fsdp_s_per_B=g.get("new_tensor_fsdp_s_per_B"))
+        new_tensor_fsdp_s_per_B=g.get("new_tensor_fsdp_s_per_B"),
+        copy_piece_B=(g.get(f"new_tensors_{run.mode}") or {}).get("largest_B"))
 
 
 def refined_figures(run, terms, state_B: float) -> dict:

@@ -408,7 +408,8 @@ def _round_terms(rounds: dict, jobs: dict, shards_B: int) -> dict:
         if rounds[mode]:
             size = rounds[mode][0]["bytes"]
             out[f"new_tensors_{mode}"] = {"bytes": size, "new_rounds_s": [x["new_s"] for x in rounds[mode]],
-                                          "touched_rounds_s": [x["touched_s"] for x in rounds[mode]]}
+                                          "touched_rounds_s": [x["touched_s"] for x in rounds[mode]],
+                                          "largest_B": rounds[mode][0].get("largest_B")}
             out[f"new_tensor_{mode}_s_per_B"] = statistics.median(x["new_s"] - x["touched_s"]
                                                                   for x in rounds[mode]) / size
     return out

@@ -11,7 +11,8 @@ timings in the same run):
  term   what                                                    measured by
 ======  ======================================================  =====================================
   C     cores (``os.cpu_count()``)                              the operating system
-  c_N   aggregate copy rate of N threads copying at once        :func:`parallel_copy_Bps`
+  c_N   aggregate copy rate of N threads copying at once, in    :func:`parallel_copy_Bps` (one piece a thread
+        pieces of a rank's largest tensor                       in the kept runs up to 2026-12-05k)
   f_N   the same into memory allocated just before (faults)     :func:`parallel_copy_Bps` (``fresh``)
   F_N   the same into tensors PyTorch has just allocated        :func:`parallel_torch_fresh_Bps`
   n_x   what N processes' new PyTorch tensors cost beyond a     :func:`.probes.new_tensors_s` (the median of one
@@ -57,10 +58,10 @@ timings in the same run):
   u_h   the same, each write after the host has taken back     :func:`beside` (per byte, median of 3)
         the memory the last one freed (as h for p)
   u_c   the same, each write a checkpoint's gap after the one  :func:`beside` (per byte, the mean of 3
-        before (the job's cadence; in the kept runs up to       to 12: :func:`~.beside.cadence_writes`;
-        2026-12-05d after the same wait), beside N processes    the median of 3 in the kept runs up to
-        that churn memory at the job's rate between them (N x   2026-12-05e)
-        rank 0's page faults per second in the plain steps)
+        before (the job's cadence; in the kept runs up to       to 40: :func:`~.beside.cadence_writes`;
+        2026-12-05d after the same wait), beside N processes    3 to 12 in the kept runs up to
+        that churn memory at the job's rate between them (N x   2026-12-05k, the median of 3 up to
+        rank 0's page faults per second in the plain steps)     2026-12-05e)
   u_f   the same of N writers as DCP's: each file left cached  :func:`beside` (the same)
         whole, ``fsync`` at its end, the file before deleted
         once it is durable (no CRC-32), a write every gap
@@ -271,13 +272,16 @@ _RULES = (
      "a measured value >= 0 or None"),
     (("writer_cpu_s_per_B", "writer_cpu_reclaimed_s_per_B", "writer_cpu_churned_s_per_B", "churn_Bps",
       "writer_cpu_cached_s_per_B"), 0.0, False,
-     "measured CPU seconds per byte > 0 or None"))
+     "measured CPU seconds per byte > 0 or None"),
+    (("copy_piece_B",), 0.0, False, "a size > 0 B (a rank's largest tensor) or None"))
 
 
 @dataclass(frozen=True)
 class Terms:
     """This machine's measured rates for a job of ``world`` ranks, bytes per second (see the module's
-    table); ``start_s``: a torchrun job's start to its resume event, seconds (None: not measured)."""
+    table); ``start_s``: a torchrun job's start to its resume event, seconds (None: not measured);
+    ``copy_piece_B``: the piece c_N and f_N were copied in, a rank's largest tensor (None: one piece a thread,
+    as in the kept runs up to 2026-12-05k)."""
 
     cores: int
     world: int
@@ -326,6 +330,7 @@ class Terms:
     new_tensor_fsdp_s_per_B: float | None = None
     writer_cpu_cached_s_per_B: float | None = None
     dcp_stage_own_Bps: float | None = None
+    copy_piece_B: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -342,19 +347,32 @@ class Terms:
         return asdict(self)
 
 
-def parallel_copy_Bps(size_B: float, threads: int, fresh: bool = False, repeats: int = 3) -> float:
+def parallel_copy_Bps(size_B: float, threads: int, fresh: bool = False, repeats: int = 3,
+                      piece_B: float | None = None) -> float:
     """Bytes per second of ``threads`` threads each copying ``size_B / threads`` bytes at once
     (``np.copyto`` releases the GIL), into touched memory or, with ``fresh``, into memory allocated
-    just before (its page faults included); the best of ``repeats``."""
+    just before (its page faults included), in pieces of at most ``piece_B`` bytes (a checkpoint copies a
+    state tensor by tensor; None: one piece); the best of ``repeats``.
+
+    The piece matters: glibc's ``memcpy`` writes a copy larger than its non-temporal threshold (3/4 of the
+    last-level cache it counts per thread, glibc 2.33 on: commit d3c57027) with streaming stores that skip
+    the cache, and a smaller one through the cache, each destination line read before it is written. A
+    virtual machine that reports its host's 300 MiB L3 to 2 vCPUs puts the threshold near 112 MiB: there one
+    thread copies 16.8 MB pieces (a 1 GB job's tensors on 2 ranks) at about 6.4 GB/s and 268 MB ones at
+    10.5, and two threads at 12.4 and 19.7 GB/s (glibc 2.36)."""
     check_positive("size_B", size_B)
     check_integer("threads", threads)
+    if piece_B is not None:
+        check_positive("piece_B", piece_B)
     n = max(int(size_B) // threads, 1)
+    step = n if piece_B is None else max(1, min(n, int(piece_B)))
     srcs = [np.full(n, 7, dtype=np.uint8) for _ in range(threads)]
     dsts = [np.zeros(n, dtype=np.uint8) for _ in range(threads)]
 
     def one(i):
-        dst = np.empty_like(srcs[i]) if fresh else dsts[i]
-        np.copyto(dst, srcs[i])
+        src, dst = srcs[i], np.empty_like(srcs[i]) if fresh else dsts[i]
+        for k in range(0, n, step):
+            np.copyto(dst[k:k + step], src[k:k + step])
 
     return n * threads / _best_together_s(one, threads, repeats)
 
@@ -388,7 +406,7 @@ def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> f
 
 def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, reclaim_wait_s: float = RECLAIM_WAIT_S,
                   churn_Bps: float | None = None, period_s: float | None = None, churn_period_s: float | None = None,
-                  **measured) -> Terms:
+                  copy_piece_B: float | None = None, **measured) -> Terms:
     """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at :data:`PROBE_CAP_B`, but for the
     writers beside busy processes, :func:`beside`, timed at ``size_B`` itself: the memory their writes take back
     from the host need not grow with the bytes written) in ``directory``: the floors, ``rounds`` more write +
@@ -397,7 +415,8 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
     the job's ranks churn, bytes per second) the writers beside it too (u_c, each write started ``churn_period_s``
     after the one before where given: the ``concurrent`` job's gap between checkpoints), and DCP's way (u_f, each
     started ``period_s`` after the one before: the DCP job's gap), else after the wait, as :func:`beside` takes
-    them. ``measured``: terms
+    them; the copies of ``world`` threads in pieces of ``copy_piece_B`` (a rank's largest tensor) where given.
+    ``measured``: terms
     measured elsewhere (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``,
     ``start_s``, ``busy_share``)."""
     from ..floors import measure_floors, write_once
@@ -414,8 +433,9 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
                    churn_period_s=churn_period_s)
         reclaimed = reclaimed_write_Bps(tmp, size, wait_s=reclaim_wait_s)
     return Terms(cores=os.cpu_count() or 1, world=world, copy_Bps=f.copy_Bps,
-                 parallel_copy_Bps=parallel_copy_Bps(size, world),
-                 parallel_fresh_Bps=parallel_copy_Bps(size, world, fresh=True), fresh_copy_Bps=f.fresh_copy_Bps,
+                 parallel_copy_Bps=parallel_copy_Bps(size, world, piece_B=copy_piece_B), copy_piece_B=copy_piece_B,
+                 parallel_fresh_Bps=parallel_copy_Bps(size, world, fresh=True, piece_B=copy_piece_B),
+                 fresh_copy_Bps=f.fresh_copy_Bps,
                  crc_Bps=f.crc_Bps, cache_write_Bps=f.cache_write_Bps, write_Bps=size / statistics.median(times),
                  read_cold_Bps=f.read_cold_Bps, sync_s=sync, shared_write_Bps=shared_w, shared_read_Bps=shared_r,
                  same_read_Bps=same_r, beside_write_s_per_B=b["writers_beside_s"] / b["size_B"],
