@@ -129,6 +129,8 @@ def test_the_refined_model_beside_a_run_through_the_command_line(tmp_path):
     assert 0 < p["refined_stall_s"] < p["refined_durable_s"] and p["refined_overhead_s"] > 0
     t = p["refined_terms"]
     assert t["world"] == 2 and 0 < t["busy_share"] and t["churn_Bps"] > 0 and t["torch_crc_Bps"] > 0
+    # the copies timed in pieces of rank 0's largest tensor (its FSDP shard's), less than the rank's bytes
+    assert 0 < t["copy_piece_B"] < p["size_B"] / 2
     # the fixed time to durable, timed beside the training's steps, stands for 2 z + l
     assert t["own_durable_beside_s"] >= t["own_stall_s"] and p["refined_durable_s"] >= t["own_durable_beside_s"] - \
         t["own_stall_s"]

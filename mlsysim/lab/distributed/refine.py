@@ -41,7 +41,7 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None):
     u_c at ``run``'s gap between checkpoints (``every`` x its plain step), u_f at ``gap_s``, the DCP job's
     (default ``run``'s). Where ``run`` is not the DCP job, pass the DCP job's gap: the two jobs' plain steps
     differ (by 0.88 to 2.06 times in the kept runs). The copies are timed in pieces of a rank's largest tensor
-    in ``run``'s mode, as the restore job found it."""
+    in ``run``'s mode (:func:`largest_tensor_B`)."""
     from .terms import measure_terms, parallel_torch_fresh_Bps
     g = restores.gloo
     if not g:
@@ -69,7 +69,25 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None):
         dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),
         new_tensor_ddp_s_per_B=g.get("new_tensor_ddp_s_per_B"),
         new_tensor_fsdp_s_per_B=g.get("new_tensor_fsdp_s_per_B"),
-        copy_piece_B=(g.get(f"new_tensors_{run.mode}") or {}).get("largest_B"))
+        copy_piece_B=largest_tensor_B(g, run.mode, n))
+
+
+def largest_tensor_B(gloo: dict, mode: str, world: int) -> float | None:
+    """A rank's largest tensor in ``mode`` (bytes) as the restore job's probe found it (``gloo``), else from the
+    other mode's: a DDP rank holds whole tensors, an FSDP rank about 1/``world`` of each one's rows; None where
+    neither was timed.
+
+    >>> largest_tensor_B({"new_tensors_fsdp": {"largest_B": 4e6}}, "ddp", 2)
+    8000000.0
+    >>> largest_tensor_B({"new_tensors_ddp": {"largest_B": 8e6}}, "ddp", 2), largest_tensor_B({}, "fsdp", 2)
+    (8000000.0, None)
+    """
+    own = (gloo.get(f"new_tensors_{mode}") or {}).get("largest_B")
+    if own:
+        return float(own)
+    other = "fsdp" if mode == "ddp" else "ddp"
+    found = (gloo.get(f"new_tensors_{other}") or {}).get("largest_B")
+    return None if not found else float(found) * world if mode == "ddp" else float(found) / world
 
 
 def refined_figures(run, terms, state_B: float) -> dict:
