@@ -27,14 +27,14 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
 
 Every figure has two predictions beside it: the first (``naive``: :mod:`mlsysim.lab.distributed.predict`,
 ``ms.checkpoint`` with a copy, a write and a read rate) and the refined one
-(:mod:`mlsysim.lab.distributed.terms`: the same rates with the terms the first leaves out, each
-measured in the same point: CRC-32, page-cache write, the cores the ranks share, copies of N ranks at
-once, gloo's broadcast (of a buffer, and of the state's tensors into tensors the receivers allocate) and
-point-to-point rates, the writers' CPU time (after a gap alone; beside processes that churn memory at the
-rate the job's plain steps fault it in, at the `concurrent` job's cadence; and writing as DCP's writer does,
-at the DCP job's cadence), what busy processes lose beside them and the CPU time the host takes from this
-machine meanwhile, the ranks' busy share in the job's plain steps, each engine's fixed costs per save, the
-job's start and the teardown of a lost node).
+(:mod:`mlsysim.lab.distributed.terms`: the same rates with the terms the first leaves out, each measured in the
+same point: CRC-32, page-cache write, the cores the ranks share, copies of N ranks at once (in pieces of a
+rank's largest tensor, as the engine copies its state), gloo's broadcast (of a buffer, and of the state's
+tensors into tensors the receivers allocate) and point-to-point rates, the writers' CPU time (after a gap alone;
+beside processes that churn memory at the rate the job's plain steps fault it in, at the `concurrent` job's
+cadence; and writing as DCP's writer does, at the DCP job's cadence), what busy processes lose beside them and
+the CPU time the host takes from this machine meanwhile, the ranks' busy share in the job's plain steps, each
+engine's fixed costs per save, the job's start and the teardown of a lost node).
 
 Targets (:func:`mlsysim.lab.distributed.results.targets`): the sharded concurrent engine's stall is at
 most half of ``dcp.async_save``'s; the refined model is within ±25 % of every measured figure
