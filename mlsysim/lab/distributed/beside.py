@@ -48,8 +48,9 @@ def cadence_writes(period_s: float | None, least: int) -> int:
     still backed or not, and costs several times as much when not (at 61 MB on 2 ranks, every 0.59 s, DCP's
     way: 0.38 to 5.6 ns/B from one write to the next, ``benchmarks/records/lab_writer_samples-2026-12-05.json``),
     so the job's mean over its checkpoints is the mean of many such writes, which are cheap there. Their
-    standard deviation there is 1.0 to 1.2 times their mean, so the mean of n writes moves by about
-    1.2 / sqrt(n) of itself: 0.35 with twelve, 0.19 with forty.
+    standard deviation there is 1.00 and 1.25 times their mean (DCP's way, this package's), so the mean of n
+    writes moves by about 1.25 / sqrt(n) of itself: 0.36 with twelve, 0.20 with forty (0.12 and 0.15 times on a
+    machine where no write found its memory unbacked, ``lab_writer_samples-2026-12-05b.json``).
 
     >>> cadence_writes(0.6, 3), cadence_writes(2.5, 3), cadence_writes(20.0, 3), cadence_writes(None, 3)
     (40, 12, 3, 3)

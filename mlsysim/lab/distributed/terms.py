@@ -354,12 +354,13 @@ def parallel_copy_Bps(size_B: float, threads: int, fresh: bool = False, repeats:
     just before (its page faults included), in pieces of at most ``piece_B`` bytes (a checkpoint copies a
     state tensor by tensor; None: one piece); the best of ``repeats``.
 
-    The piece matters: glibc's ``memcpy`` writes a copy larger than its non-temporal threshold (3/4 of the
+    The piece matters: glibc's ``memcpy`` writes a copy of at least its non-temporal threshold (3/4 of the
     last-level cache it counts per thread, glibc 2.33 on: commit d3c57027) with streaming stores that skip
     the cache, and a smaller one through the cache, each destination line read before it is written. A
-    virtual machine that reports its host's 300 MiB L3 to 2 vCPUs puts the threshold near 112 MiB: there one
-    thread copies 16.8 MB pieces (a 1 GB job's tensors on 2 ranks) at about 6.4 GB/s and 268 MB ones at
-    10.5, and two threads at 12.4 and 19.7 GB/s (glibc 2.36)."""
+    virtual machine that reports its host's 300 MiB L3 to 2 vCPUs puts the threshold at 118 MB: there one
+    thread copied 506 MB at 7.0 GB/s in 16.8 MB pieces (a 1 GB job's largest tensors on 2 ranks) and at 11.1
+    in one piece, two threads at 12.8 and 21.0 GB/s (glibc 2.36,
+    ``benchmarks/records/lab_copy_pieces-2026-12-05.json``)."""
     check_positive("size_B", size_B)
     check_integer("threads", threads)
     if piece_B is not None:
