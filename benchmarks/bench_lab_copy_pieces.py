@@ -60,7 +60,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--per-thread-mb", type=float, default=506.5, help="bytes each thread copies (a 1 GB job's rank)")
     p.add_argument("--threads", default="1,2")
-    p.add_argument("--pieces-mb", default="4.19,16.82,67.1,134.2")
+    p.add_argument("--pieces-mb", default=f"4.19,{JOB_PIECE_B / 1e6},67.1,134.2",
+                   help="piece sizes, MB (the default holds the job's largest tensor exactly)")
     p.add_argument("--json", action="append", default=[])
     a = p.parse_args(argv)
     t0 = time.time()
