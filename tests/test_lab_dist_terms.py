@@ -4,6 +4,7 @@ import copy
 import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -167,6 +168,11 @@ def test_the_restores_and_recoveries_worked_numbers():
     (lambda: terms.parallel_copy_Bps(1e6, 2, piece_B=0.0), "piece_B"),
     (lambda: terms.parallel_copy_Bps(1e6, 2, piece_B=math.nan), "piece_B"),
     (lambda: dataclasses.replace(T, copy_piece_B=0.0), "copy_piece_B must be a size > 0 B"),
+    (lambda: dataclasses.replace(T, shared_write_B=-1.0), "shared_write_B must be a size > 0 B"),
+    (lambda: terms.shared_write_Bps(None, 0.0, 2), "size_B"),
+    (lambda: terms.shared_write_Bps(None, 1e6, 0), "world"),
+    (lambda: terms.shared_write_Bps(None, 1e6, 2, rounds=0), "rounds"),
+    (lambda: terms.shared_reads_Bps(None, 1e6, 2.5), "world"),
     (lambda: terms.parallel_torch_fresh_Bps(1e6, 0), "threads"),
     (lambda: dataclasses.replace(T, torch_fresh_Bps=-1.0), "torch_fresh_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, reclaimed_write_Bps=0.0), "reclaimed_write_Bps must be a measured rate"),
@@ -388,6 +394,27 @@ def test_the_copies_of_n_threads_are_timed_in_pieces_of_a_rank_s_largest_tensor(
     monkeypatch.undo()
     t = terms.measure_terms(2, 4e6, tmp_path, rounds=1, reclaim_wait_s=0.05, copy_piece_B=1e6)
     assert t.copy_piece_B == 1e6 and t.to_dict()["copy_piece_B"] == 1e6
+
+
+def test_the_shared_disk_is_written_as_the_job_writes_new_files_at_its_own_size(tmp_path, monkeypatch):
+    from mlsysim.lab import floors
+    seen, write_once = [], floors.write_once
+
+    def spied(path, data):
+        seen.append((os.path.basename(path), os.path.exists(path), data.nbytes, sorted(os.listdir(tmp_path))))
+        return write_once(path, data)
+    monkeypatch.setattr(floors, "write_once", spied)
+    assert 1e6 < terms.shared_write_Bps(tmp_path, 6e6, 2, rounds=3) < 1e13
+    assert len({name for name, *_ in seen}) == 6 and not any(existed for _, existed, *_ in seen)   # new files
+    assert {nbytes for _, _, nbytes, _ in seen} == {3_000_000}
+    for name, _, _, present in seen:          # the round before deleted first, as the job prunes its older
+        assert {p.split("-")[1] for p in present} <= {name.split("-")[1]}
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    rates = terms.shared_reads_Bps(tmp_path, 4e6, 2)
+    assert all(1e6 < r < 1e13 for r in rates) and list(tmp_path.iterdir()) == []
+    t = terms.measure_terms(2, 4e6, tmp_path, rounds=1, reclaim_wait_s=0.05)
+    assert t.shared_write_B == 4e6 and terms.Terms(**{**t.to_dict(), "shared_write_B": None}).shared_write_B is None
 
 
 def test_the_memory_tiers_mapped_read_is_measured_and_cleaned_up(tmp_path):

@@ -28,9 +28,10 @@ timings in the same run):
   h     the same into memory the host has taken back            :func:`reclaimed_write_Bps` (best of 2)
   W     the disk's write + ``fsync`` of S as it runs (median)   :func:`measure_terms` (write rounds)
   r     a cold read from the disk                               :func:`~mlsysim.lab.floors.measure_floors`
-  W_N   the disk's write + ``fsync``, N writers at once         :func:`shared_disk` (median of rounds)
-  r_N   cold reads of N files by N readers at once              :func:`shared_disk` (best of two)
-  r_1N  cold reads of the same files by each of N readers       :func:`shared_disk` (best of two)
+  W_N   the disk's write + ``fsync`` of S, N writers at once,   :func:`.disk.shared_write_Bps` (median of 3;
+        each a new file                                         up to 2026-12-05l, S capped, files rewritten)
+  r_N   cold reads of N files by N readers at once              :func:`.disk.shared_reads_Bps` (best of two)
+  r_1N  cold reads of the same files by each of N readers       :func:`.disk.shared_reads_Bps` (best of two)
   r_S   r_N of the job's own shard files, in the restore job     :func:`.probes.shard_read_s` (the median of one
         between its rounds (the disk drifts from minute to       per restore round)
         minute; the restores are timed there, not where r_N is)
@@ -234,6 +235,7 @@ from ...checkpoint import EXTRAS_PER_RANK_B
 from ...errors import MlsysimError, check_integer, check_positive
 from .accounting import overhead_per_checkpoint  # noqa: F401  (re-exported)
 from .beside import RECLAIM_DELAY_S, RECLAIM_WAIT_S, beside, steal_s, together_s  # noqa: F401  (re-exported)
+from .disk import shared_reads_Bps, shared_write_Bps  # noqa: F401  (re-exported)
 
 #: the rendezvous' detection of a dead node, seconds: keep_alive_interval (1 s) x keep_alive_max_attempt (2),
 #: as :data:`mlsysim.lab.distributed.launcher.RDZV_CONF` sets them
@@ -273,7 +275,8 @@ _RULES = (
     (("writer_cpu_s_per_B", "writer_cpu_reclaimed_s_per_B", "writer_cpu_churned_s_per_B", "churn_Bps",
       "writer_cpu_cached_s_per_B"), 0.0, False,
      "measured CPU seconds per byte > 0 or None"),
-    (("copy_piece_B",), 0.0, False, "a size > 0 B (a rank's largest tensor) or None"))
+    (("copy_piece_B",), 0.0, False, "a size > 0 B (a rank's largest tensor) or None"),
+    (("shared_write_B",), 0.0, False, "a size > 0 B (the bytes W_N was timed with) or None"))
 
 
 @dataclass(frozen=True)
@@ -281,7 +284,9 @@ class Terms:
     """This machine's measured rates for a job of ``world`` ranks, bytes per second (see the module's
     table); ``start_s``: a torchrun job's start to its resume event, seconds (None: not measured);
     ``copy_piece_B``: the piece c_N and f_N were copied in, a rank's largest tensor (None: one piece a thread,
-    as in the kept runs up to 2026-12-05k)."""
+    as in the kept runs up to 2026-12-05k); ``shared_write_B``: the bytes W_N's writers wrote in all, each a new
+    file (None: at most :data:`PROBE_CAP_B`, each round rewriting the files of the one before, as in the kept
+    runs up to 2026-12-05l)."""
 
     cores: int
     world: int
@@ -331,6 +336,7 @@ class Terms:
     writer_cpu_cached_s_per_B: float | None = None
     dcp_stage_own_Bps: float | None = None
     copy_piece_B: float | None = None
+    shared_write_B: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -409,17 +415,17 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
                   churn_Bps: float | None = None, period_s: float | None = None, churn_period_s: float | None = None,
                   copy_piece_B: float | None = None, **measured) -> Terms:
     """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at :data:`PROBE_CAP_B`, but for the
-    writers beside busy processes, :func:`beside`, timed at ``size_B`` itself: the memory their writes take back
-    from the host need not grow with the bytes written) in ``directory``: the floors, ``rounds`` more write +
-    ``fsync`` timings (the disk's rate is their median), the aggregate copies of ``world`` threads, the page-cache
-    write into memory freed ``reclaim_wait_s`` before (:func:`reclaimed_write_Bps`); with ``churn_Bps`` (the memory
-    the job's ranks churn, bytes per second) the writers beside it too (u_c, each write started ``churn_period_s``
-    after the one before where given: the ``concurrent`` job's gap between checkpoints), and DCP's way (u_f, each
-    started ``period_s`` after the one before: the DCP job's gap), else after the wait, as :func:`beside` takes
-    them; the copies of ``world`` threads in pieces of ``copy_piece_B`` (a rank's largest tensor) where given.
-    ``measured``: terms
-    measured elsewhere (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``,
-    ``start_s``, ``busy_share``)."""
+    writers beside busy processes, :func:`beside`, and the ``world`` writers at once, W_N, timed at ``size_B``
+    itself: the memory their writes take back from the host, and a write's costs that do not grow with its bytes,
+    do not scale with them) in ``directory``: the floors, ``rounds`` more write + ``fsync`` timings (the disk's
+    rate is their median; as many of W_N, :func:`.disk.shared_write_Bps`), the aggregate copies of ``world``
+    threads, the page-cache write into memory freed ``reclaim_wait_s`` before (:func:`reclaimed_write_Bps`); with
+    ``churn_Bps`` (the memory the job's ranks churn, bytes per second) the writers beside it too (u_c, each write
+    started ``churn_period_s`` after the one before where given: the ``concurrent`` job's gap between
+    checkpoints), and DCP's way (u_f, each started ``period_s`` after the one before: the DCP job's gap), else
+    after the wait, as :func:`beside` takes them; the copies of ``world`` threads in pieces of ``copy_piece_B`` (a
+    rank's largest tensor) where given. ``measured``: terms measured elsewhere (``bcast_Bps``,
+    ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``, ``busy_share``)."""
     from ..floors import measure_floors, write_once
     check_integer("world", world)
     check_positive("size_B", size_B)
@@ -429,7 +435,8 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
         data = np.full(int(size), 7, dtype=np.uint8)
         times = [write_once(os.path.join(tmp, f"w{i}.bin"), data) for i in range(rounds)]
         sync = statistics.median(_small_durable_s(Path(tmp) / f"c{i}.json") for i in range(5))
-        shared_w, shared_r, same_r = shared_disk(tmp, size, world, rounds)
+        shared_w = shared_write_Bps(tmp, float(size_B), world, rounds)     # the job's own bytes, new files
+        shared_r, same_r = shared_reads_Bps(tmp, size, world)
         b = beside(tmp, float(size_B), world, reclaim_wait_s=reclaim_wait_s, churn_Bps=churn_Bps, period_s=period_s,
                    churn_period_s=churn_period_s)
         reclaimed = reclaimed_write_Bps(tmp, size, wait_s=reclaim_wait_s)
@@ -438,7 +445,8 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
                  parallel_fresh_Bps=parallel_copy_Bps(size, world, fresh=True, piece_B=copy_piece_B),
                  fresh_copy_Bps=f.fresh_copy_Bps,
                  crc_Bps=f.crc_Bps, cache_write_Bps=f.cache_write_Bps, write_Bps=size / statistics.median(times),
-                 read_cold_Bps=f.read_cold_Bps, sync_s=sync, shared_write_Bps=shared_w, shared_read_Bps=shared_r,
+                 read_cold_Bps=f.read_cold_Bps, sync_s=sync, shared_write_Bps=shared_w, shared_write_B=float(size_B),
+                 shared_read_Bps=shared_r,
                  same_read_Bps=same_r, beside_write_s_per_B=b["writers_beside_s"] / b["size_B"],
                  beside_loss_s_per_B=b["loss_s"] / b["size_B"], writer_cpu_s_per_B=b["writers_cpu_s"] / b["size_B"],
                  writer_cpu_reclaimed_s_per_B=b["writers_cpu_reclaimed_s"] / b["size_B"],
@@ -449,40 +457,6 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
                  if b["writers_cpu_churned_s"] is None else b["writers_cpu_churned_s"] / b["size_B"],
                  writer_cpu_cached_s_per_B=None
                  if b["writers_cpu_cached_s"] is None else b["writers_cpu_cached_s"] / b["size_B"], **measured)
-
-
-def shared_disk(directory, size_B: float, world: int, rounds: int = 3) -> tuple[float, float, float]:
-    """(write, read, same-file read) bytes per second of the disk shared by ``world`` threads at once,
-    each writing (:func:`mlsysim.lab.floors.write_once`: 16 MB writes, writeback started, ``fsync``)
-    then reading cold (pages dropped first) a file of ``size_B / world`` bytes in ``directory``: the
-    median of ``rounds`` writes (the disk drifts), the best of two reads; then every thread reading
-    all the files, cold, at once (``size_B`` / the time until all have them; best of two)."""
-    from ...measure import drop_page_cache
-    from ..floors import write_once
-    check_integer("world", world)
-    n = max(int(size_B) // world, 1)
-    data = np.full(n, 7, dtype=np.uint8)
-    bufs = [np.zeros(n, dtype=np.uint8) for _ in range(world)]
-    paths = [os.path.join(directory, f"shared-{i}.bin") for i in range(world)]
-
-    def read(i):
-        with open(paths[i], "rb", buffering=0) as f:
-            f.readinto(memoryview(bufs[i]))
-
-    def read_all(i):
-        for p in paths:
-            with open(p, "rb", buffering=0) as f:
-                f.readinto(memoryview(bufs[i]))
-
-    def cold(fn) -> float:
-        for p in paths:
-            drop_page_cache(p)
-        return together_s(fn, world)
-
-    writes = [together_s(lambda i: write_once(paths[i], data), world) for _ in range(rounds)]
-    reads = min(cold(read) for _ in range(2))
-    same = min(cold(read_all) for _ in range(2))
-    return n * world / statistics.median(writes), n * world / reads, n * world / same
 
 
 def reclaimed_write_Bps(directory, size_B: float, repeats: int = 2, wait_s: float = RECLAIM_WAIT_S) -> float:
