@@ -12,7 +12,8 @@ that by the bytes.
 
 **At the job's own size.** One write + ``fsync`` carries costs that do not grow with its bytes (the first
 chunk's way to the disk, the journal's commit at the ``fsync``), so a rate timed at 256 MB and scaled to a
-gigabyte counts them four times over: :func:`shared_write_Bps` times the job's own bytes.
+gigabyte counts them four times over; in the same records 1013 MB of new files took less than 1013/256 times
+as long as 256 MB in 5 of the 6 cases. :func:`shared_write_Bps` times the job's own bytes.
 """
 from __future__ import annotations
 
