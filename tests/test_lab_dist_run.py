@@ -50,6 +50,7 @@ def test_uninterrupted_run_learns_and_commits(ref2, tmp_path):
     ls = losses(ref2.events)
     assert sorted(ls) == list(range(1, STEPS + 1)) and ls[STEPS] < ls[1]
     assert [e["commit"] for e in ref2.events if "commit" in e] == [2, 4, 6]
+    assert all(0 < e["shard_s"] <= e["durable_s"] for e in ref2.events if "commit" in e)   # rank 0's shard first
     assert not _alive(ref2.pids)
     acct = [e["acct"] for e in ref2.events if "loss" in e]      # rank 0's CPU time, read after every step
     assert len(acct) == STEPS and all(set(a["threads"]) >= {"main", "gloo"} and len(a["machine"]) == 8 for a in acct)

@@ -51,11 +51,11 @@ Output: JSON lines on stdout. Every rank prints ``{"start": attempt, "rank": r, 
 "node": n}`` (attempt: the largest restart count of the ranks' agents); rank 0 prints
 ``{"warning": ...}``, ``{"resumed_from": s or null, "source": "memory" | "peer-memory" |
 "storage" | null, "bytes_read": [...], "storage_bytes": [...], "memory_bytes": [...],
-"peer_bytes": [...], "recovery_s": x, ...}`` (per rank; ``recovery_s``: the slowest rank's
-seconds from the start of loading to training resumed), ``{"step": s, "loss": "<float.hex>", "t": clock}``,
-``{"commit": s, "durable_s": y}``, ``{"memory": s, "memory_s": x}``, ``{"checksums": s,
-"crc32": {key: crc}}`` (with ``--checksums``: CRC-32 of every full, gathered tensor at each
-checkpoint and after loading) and ``{"done": true, ...}``.
+"peer_bytes": [...], "recovery_s": x, ...}`` (per rank; ``recovery_s``: the slowest rank's seconds from the
+start of loading to training resumed), ``{"step": s, "loss": "<float.hex>", "t": clock}``, ``{"commit": s,
+"durable_s": y, "shard_s": z}`` (z: when rank 0's own shard was durable; this package's engines only),
+``{"memory": s, "memory_s": x}``, ``{"checksums": s, "crc32": {key: crc}}`` (with ``--checksums``: CRC-32 of
+every full, gathered tensor at each checkpoint and after loading) and ``{"done": true, ...}``.
 
 ``--pause POINT@STEP:RANK[,...]`` — the i-th item applies to the i-th attempt of the job and
 stops rank RANK (SIGSTOP, under its engine's lock) at POINT of step STEP, printing
@@ -631,13 +631,14 @@ def _own_engine(r: _Rank) -> tuple:
     a, rank, world = r.a, r.rank, r.world
 
     def on_commit(step: int) -> None:          # under the engine's lock, the shard just made durable
+        shard_s = time.perf_counter() - r.started[step]
         rec = shards.shard_record(a.dir, step, rank, world, a.mode, r.pending.pop(step))
         r.hook("shard", step)
         records = [None] * world if rank == 0 else None
         dist.gather_object(rec, records, dst=0, group=r.group)
         if rank == 0:
             shards.write_global_commit(a.dir, step, records, r.run_id)
-            _say(commit=step, durable_s=time.perf_counter() - r.started[step])
+            _say(commit=step, durable_s=time.perf_counter() - r.started[step], shard_s=shard_s)
             r.hook("commit", step)
             shards.prune(a.dir, a.keep)
 
