@@ -87,7 +87,9 @@ def largest_tensor_B(gloo: dict, mode: str, world: int) -> float | None:
         return float(own)
     other = "fsdp" if mode == "ddp" else "ddp"
     found = (gloo.get(f"new_tensors_{other}") or {}).get("largest_B")
-    return None if not found else float(found) * world if mode == "ddp" else float(found) / world
+    if not found:
+        return None
+    return float(found) * world if mode == "ddp" else float(found) / world
 
 
 def refined_figures(run, terms, state_B: float) -> dict:

@@ -28,7 +28,7 @@ timings in the same run):
   h     the same into memory the host has taken back            :func:`reclaimed_write_Bps` (best of 2)
   W     the disk's write + ``fsync`` of S as it runs (median)   :func:`measure_terms` (write rounds)
   r     a cold read from the disk                               :func:`~mlsysim.lab.floors.measure_floors`
-  W_N   the disk's write + ``fsync`` of S, N writers at once,   :func:`.disk.shared_write_Bps` (median of 3;
+  W_N   the disk's write + ``fsync`` of S, N writers at once,   :func:`.disk.shared_write_Bps` (median of rounds;
         each a new file                                         up to 2026-12-05l, S capped, files rewritten)
   r_N   cold reads of N files by N readers at once              :func:`.disk.shared_reads_Bps` (best of two)
   r_1N  cold reads of the same files by each of N readers       :func:`.disk.shared_reads_Bps` (best of two)
