@@ -1,7 +1,7 @@
 """Where the `concurrent` engine's time to durable goes in the distributed job, beside the writers timed alone
 and beside busy processes: the terms W_N, o_b and B of the lab's model, next to the job's own phases.
 
-    python benchmarks/bench_lab_commit_phases.py --json out.json      # about ten minutes
+    python benchmarks/bench_lab_commit_phases.py --json out.json      # about a quarter of an hour
 
 For each point of ``--points`` (ranks x MB) it runs the job as ``bench_lab_dist.py`` does (the ``concurrent``
 engine, storage only, a checkpoint every four steps after four plain ones) and takes from rank 0's commit events

@@ -56,11 +56,14 @@ from lab_report import finish, record_head
 
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "distributed" / "data" / "benchmark.json"
 EVERY = 4                    # a checkpoint every four steps after the plain ones (steps 8, 12, ...)
-CHECKPOINTS = ((100e6, 25), (math.inf, 13))   # per run, by state size: (below this many bytes, checkpoints);
+CHECKPOINTS = ((500e6, 41), (math.inf, 13))   # per run, by state size: (below this many bytes, checkpoints);
                              # the stall and durable medians are over all, the overhead's mean over all but the
-                             # last (a full interval after each). A cycle's overhead spreads by about half its
-                             # mean from one checkpoint to the next on this machine, so the mean needs a dozen
-                             # or more to be surer than the ±25 % bound; short steps make two dozen cheap.
+                             # last (a full interval after each). A cycle's overhead spreads from one checkpoint
+                             # to the next by about its mean or more on this machine; the mean of 40 is surer
+                             # than the x1.5 bound (an overhead under 0.1 s) where they spread by the mean
+                             # (results.cycles_needed). At a gigabyte the 45 to 500 cycles of the kept runs' spread
+                             # would take up to hours: 12 stay.
+                             # The kept runs up to 2026-12-05m took 25 below 100 MB, 13 above.
 JOB_TIMEOUT_S = 900          # a job's limit: 56 steps of the slowest point (4 ranks, 1 GB) take about 250 s
 RESTORES = 5                 # each restore scheme timed five times in one job: the median
 NODE_LOSS_STEPS, NODE_LOSS_EVERY = 6, 2   # the two-node run that loses a node: three checkpoints
