@@ -11,8 +11,8 @@ import pytest
 
 from mlsysim.errors import MlsysimError
 from mlsysim.lab.distributed import terms
-from mlsysim.lab.distributed.results import (EARLIER, across, load_records, model_table, recorded, remodel,
-                                             standard_error, targets)
+from mlsysim.lab.distributed.results import (EARLIER, across, cycles_needed, load_records, model_table,
+                                             overhead_resolution, recorded, remodel, standard_error, targets)
 
 T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
                 crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
@@ -147,6 +147,9 @@ def test_the_restores_and_recoveries_worked_numbers():
     # memory and a check (1/5 + 1/20 s/GB): the sender's side 0.05 s, below the receiver's 0.15 s; read back 0.05
     m = terms.refined_recovery(dataclasses.replace(T, map_read_Bps=10e9), 1e9)
     assert round(m["peer_memory_s"], 3) == round(0.5 + 0.15 + 0.05 + 0.1, 3) and m["storage_s"] == r["storage_s"]
+    # both ranks' read back timed at once, 4 GB/s in all, in place of one's mapped read shared: 2 x 0.5 / 4 = 0.25 s
+    both = terms.refined_recovery(dataclasses.replace(T, map_read_Bps=10e9, parallel_map_read_Bps=4e9), 1e9)
+    assert round(both["peer_memory_s"], 3) == round(0.5 + 0.15 + 0.25 + 0.1, 3)
 
 
 @pytest.mark.parametrize("call, match", [
@@ -179,6 +182,11 @@ def test_the_restores_and_recoveries_worked_numbers():
     (lambda: terms.refined_job(T, 1e9, gap_s=-1.0), "gap_s must be a time"),
     (lambda: terms.reclaimed_write_Bps(None, 0.0), "size_B"),
     (lambda: terms.map_read_Bps(0.0), "size_B"),
+    (lambda: terms.parallel_map_read_Bps(0.0, 2), "rank_B"),
+    (lambda: terms.parallel_map_read_Bps(0.5, 2), "rank_B must be at least one byte"),
+    (lambda: terms.parallel_map_read_Bps(1e6, 0), "world"),
+    (lambda: terms.parallel_map_read_Bps(1e6, 2, rounds=0), "rounds"),
+    (lambda: dataclasses.replace(T, parallel_map_read_Bps=0.0), "parallel_map_read_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, map_read_Bps=0.0), "map_read_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, shard_read_Bps=float("inf")), "shard_read_Bps must be a measured rate"),
     (lambda: dataclasses.replace(T, new_tensor_ddp_s_per_B=math.nan), "new_tensor_ddp_s_per_B must be measured"),
@@ -368,7 +376,8 @@ def test_measured_terms_are_rates_of_this_machine(tmp_path):
     t = terms.measure_terms(2, 4e6, tmp_path, rounds=1, reclaim_wait_s=0.05, bcast_Bps=1e9)
     assert t.world == 2 and t.cores >= 1 and t.bcast_Bps == 1e9 and t.start_s is None and 0 < t.sync_s < 5
     for k in ("copy_Bps", "parallel_copy_Bps", "parallel_fresh_Bps", "crc_Bps", "cache_write_Bps", "write_Bps",
-              "shared_write_Bps", "shared_read_Bps", "same_read_Bps", "reclaimed_write_Bps"):
+              "shared_write_Bps", "shared_read_Bps", "same_read_Bps", "reclaimed_write_Bps", "map_read_Bps",
+              "parallel_map_read_Bps"):
         assert 1e6 < getattr(t, k) < 1e13
     for k in ("beside_write_s_per_B", "beside_loss_s_per_B", "writer_cpu_s_per_B", "writer_cpu_reclaimed_s_per_B",
               "beside_mean_loss_s_per_B"):
@@ -420,6 +429,8 @@ def test_the_shared_disk_is_written_as_the_job_writes_new_files_at_its_own_size(
 def test_the_memory_tiers_mapped_read_is_measured_and_cleaned_up(tmp_path):
     rate = terms.map_read_Bps(8e6, tmp_path)
     assert 0 < rate < math.inf and list(tmp_path.iterdir()) == []
+    together = terms.parallel_map_read_Bps(4e6, 3, tmp_path, rounds=2)   # three processes, 4 MB each
+    assert 1e6 < together < 1e13 and list(tmp_path.iterdir()) == []
 
 
 def test_the_write_into_memory_freed_a_while_ago_is_measured_and_cleaned_up(tmp_path):
@@ -561,3 +572,45 @@ def test_across_runs_counts_each_figure_in_every_run_and_names_a_one_sided_miss(
     assert list(load_records(tmp_path)) == ["lab_dist-a", "lab_dist-b"]
     kept = load_records()                                               # the repository's benchmarks/records
     assert len(kept) >= 11 and all(name.startswith("lab_dist-") for name in kept)
+
+
+def test_a_mean_needs_enough_cycles_for_the_bound_to_judge_it():
+    spread = [0.3, 0.5, 0.7, 0.5]                                       # s = 0.163
+    assert cycles_needed(spread, 1.0) == 3                              # (2 x 0.163 / 0.2)^2 = 2.67
+    assert cycles_needed(spread, 0.5) == 11                             # w = 0.1: 10.7
+    assert cycles_needed(spread, 0.09) == 119                           # under 0.1 s, w = 0.03: 118.5
+    assert cycles_needed(spread, 0.5, k=1.0) == 3                       # one standard error: a quarter
+    assert cycles_needed([0.5, 0.5, 0.5], 0.5) == 1                     # no spread: one is enough
+    # a right model, samples drawn around it: at the count needed, two s.e. fit inside the bound
+    rng = np.random.default_rng(7)
+    xs = rng.normal(0.4, 0.4, 4000)
+    n = cycles_needed(xs, 0.4)
+    assert 2 * np.std(xs, ddof=1) / n ** 0.5 <= 0.2 * 0.4 < 2 * np.std(xs, ddof=1) / (n - 1) ** 0.5
+    for bad, match in (([0.1], "samples must be two"), ([0.1, float("nan")], "samples must be two"),
+                       (None, "samples must be two")):
+        with pytest.raises(MlsysimError, match=match):
+            cycles_needed(bad, 0.5)
+    for bad in (0.0, -1.0, float("inf"), "0.5"):
+        with pytest.raises(MlsysimError, match="predicted_s must be a finite number of seconds > 0"):
+            cycles_needed(spread, bad)
+    with pytest.raises(MlsysimError, match="k must be a finite number"):
+        cycles_needed(spread, 0.5, k=0)
+
+
+def test_each_overhead_says_whether_its_cycles_resolve_the_bound():
+    d = _record()
+    rows = {r["figure"]: r for r in overhead_resolution(d)}
+    assert set(rows) == {r["figure"] for r in model_table(d) if r["figure"].endswith("overhead")}
+    e = d["points"][0]["dcp_async"]
+    e["overheads_s"] = [0.2, 0.5, 0.8, 0.5]
+    (row,) = [r for r in overhead_resolution(d) if r["figure"] == "2 ranks, 1000 MB: dcp-async overhead"]
+    pred = e["predicted"]["refined"]["overhead_s"]
+    assert row["cycles"] == 4 and row["needed"] == cycles_needed([0.2, 0.5, 0.8, 0.5], pred)
+    assert row["resolved"] is (4 >= row["needed"]) and row["spread_s"] == pytest.approx(0.2449490, rel=1e-6)
+    e["overheads_s"] = [0.5, 0.5]
+    (row,) = [r for r in overhead_resolution(d) if r["figure"] == "2 ranks, 1000 MB: dcp-async overhead"]
+    assert row["needed"] == 1 and row["resolved"]
+    e["overheads_s"] = [0.5]                                            # one cycle: no spread to judge by
+    assert "2 ranks, 1000 MB: dcp-async overhead" not in {r["figure"] for r in overhead_resolution(d)}
+    shipped = overhead_resolution(remodel(recorded()))
+    assert len(shipped) == 12 and all(r["cycles"] == 6 for r in shipped)

@@ -23,6 +23,8 @@ The rest runs without PyTorch:
   (``mlsysim lab distributed --refined``);
 * ``probes`` — each engine's fixed costs per save, timed inside the restore job;
 * ``beside`` — writers beside busy processes and beside the memory the training churns, and the host's part;
+* ``disk`` — the disk shared by N ranks: N writers of new files at once, N readers at once;
+* ``tier_reads`` — the memory tier read back in place, by one process and by N at once;
 * ``accounting`` — each thread's and the machine's CPU time per step, and where a checkpoint's cost goes;
 * ``results`` — the recorded full-size benchmarks and their targets.
 

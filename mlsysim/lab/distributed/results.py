@@ -14,13 +14,15 @@ reads it, :func:`model_table` lists every figure, :func:`targets` checks the ben
 where a checkpoint's cost to the training goes, thread by thread, in the same job at a gigabyte.
 :func:`load_records` reads the other runs kept in a directory (the repository's ``benchmarks/records``) and
 :func:`across` scores every figure over all of them: in how many runs the model holds, and whether every run
-measured it on the same side of the prediction (a term the model lacks).
+measured it on the same side of the prediction (a term the model lacks). :func:`cycles_needed` and
+:func:`overhead_resolution` say how many checkpoints an overhead's mean needs before the bound can judge it.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
 import json
+import math
 import statistics
 from importlib.resources import files
 from pathlib import Path
@@ -202,3 +204,48 @@ def across(runs: dict) -> list[dict]:
                     "median_ratio": statistics.median(ratios), "lowest": min(ratios), "highest": max(ratios),
                     "side": side})
     return out
+
+
+def cycles_needed(samples, predicted_s: float, k: float = 2.0) -> int:
+    """How many samples a mean needs for ``k`` of its standard errors to fit inside the bound around the
+    prediction, the samples spreading as ``samples`` do: ceil((k s / w)^2), s their standard deviation and w the
+    bound's narrower side about ``predicted_s``: 0.2 x ``predicted_s`` (±25 % of the measurement lets it lie from
+    ``predicted_s`` / 1.25 to ``predicted_s`` / 0.75), ``predicted_s`` / 3 under 0.1 s (a factor of 1.5 either
+    way). Fewer, and a model that is right misses the bound in more than one run in twenty (normal spread);
+    more, and a miss says something about the model. Needs two samples or more and a positive prediction.
+
+    >>> cycles_needed([0.4, 0.6, 0.5, 0.3, 0.7], 0.5)     # s = 0.158, w = 0.1: (2 x 0.158 / 0.1)^2 = 10
+    10
+    >>> cycles_needed([0.02, 0.08, 0.05], 0.05)           # under 0.1 s, w = 0.0167: (2 x 0.03 / 0.0167)^2 = 13
+    13
+    """
+    xs = [float(x) for x in (() if samples is None else samples)]
+    if len(xs) < 2 or not all(math.isfinite(x) for x in xs):
+        raise MlsysimError(f"samples must be two finite numbers or more, got {samples!r}")
+    if not (isinstance(predicted_s, (int, float)) and 0 < predicted_s < math.inf):
+        raise MlsysimError(f"predicted_s must be a finite number of seconds > 0, got {predicted_s!r}")
+    if not (isinstance(k, (int, float)) and 0 < k < math.inf):
+        raise MlsysimError(f"k must be a finite number of standard errors > 0, got {k!r}")
+    half = predicted_s / 3 if predicted_s < 0.1 else 0.2 * predicted_s
+    return max(1, math.ceil(round((k * statistics.stdev(xs) / half) ** 2, 9)))
+
+
+def overhead_resolution(d: dict) -> list[dict]:
+    """Per point and engine of a recorded run (schema 2, predicted again by :func:`remodel` first where the
+    model has moved): ``figure`` (as :func:`model_table` names it), ``cycles`` (how many the mean took),
+    ``spread_s`` (their standard deviation), ``refined_s``, ``measured_s``, ``needed``
+    (:func:`cycles_needed`) and ``resolved`` (``cycles`` >= ``needed``: the bound can judge this mean)."""
+    rows = []
+    for q in d["points"]:
+        tag = f"{q['world_size']} ranks, {q['state_B'] / 1e6:.0f} MB"
+        for key, name in (("concurrent", "concurrent"), ("dcp_async", "dcp-async")):
+            e = q[key]
+            pred = (e.get("predicted") or {}).get("refined", {}).get("overhead_s")
+            xs = e.get("overheads_s") or []
+            if not pred or len(xs) < 2:
+                continue
+            need = cycles_needed(xs, pred)
+            rows.append({"figure": f"{tag}: {name} overhead", "cycles": len(xs), "spread_s": statistics.stdev(xs),
+                         "refined_s": pred, "measured_s": e["overhead_s"], "needed": need,
+                         "resolved": len(xs) >= need})
+    return rows

@@ -39,8 +39,10 @@ timings in the same run):
   g_s   the same of the state's own tensors into tensors the    :func:`.probes.state_bcast_s` (the median of one
         receivers allocate just before (their faults inside)    per restore round, in the restore job)
   q     gloo's point-to-point rate, N/2 pairs at once           :func:`.probes.gloo_probe` (in the restore job)
-  M     a file of the memory tier (tmpfs) mapped in place and   :func:`map_read_Bps` (best of 3)
+  M     a file of the memory tier (tmpfs) mapped in place and   :func:`.tier_reads.map_read_Bps` (best of 3)
         read through its CRC-32, one core
+  M_N   the same by N processes at once, each a file of a       :func:`.tier_reads.parallel_map_read_Bps`
+        rank's bytes (all together)                             (median of 3)
   l     a small collective of gloo (``all_gather_object``)      :func:`.probes.gloo_probe` (best of 5)
   d     ``dcp.async_save`` of the job at its smallest width:    :func:`.probes.engine_probe` (median 5)
         its call (d_s), until durable (d_d) and its cost to
@@ -201,7 +203,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   and sent chunk by chunk; received, checked and written into the replacement's memory tier, committed:
   the receiver takes the next chunk into a second buffer while it writes one, so the sender's work and
   the receiver's overlap and the slower of the two counts, beside the transfer that needs both), then
-  read back with its check and loaded: R (1/f + 1/k) share(N) + N R / c_N;
+  read back with its check and loaded: R (1/f + 1/k) share(N) + N R / c_N (N R / M_N for the read back where
+  measured: every rank reads its shard back at once, and N at once cost more than their turns, :mod:`.tier_reads`);
 * storage recovery: the sharded restore;
 * downtime per node loss: e + T + recovery. The rendezvous' detection of the dead node
   (``keep_alive_interval`` x ``keep_alive_max_attempt`` of :data:`~mlsysim.lab.distributed.launcher.RDZV_CONF`,
@@ -236,6 +239,7 @@ from ...errors import MlsysimError, check_integer, check_positive
 from .accounting import overhead_per_checkpoint  # noqa: F401  (re-exported)
 from .beside import RECLAIM_DELAY_S, RECLAIM_WAIT_S, beside, steal_s, together_s  # noqa: F401  (re-exported)
 from .disk import shared_reads_Bps, shared_write_Bps  # noqa: F401  (re-exported)
+from .tier_reads import map_read_Bps, parallel_map_read_Bps  # noqa: F401  (re-exported)
 
 #: the rendezvous' detection of a dead node, seconds: keep_alive_interval (1 s) x keep_alive_max_attempt (2),
 #: as :data:`mlsysim.lab.distributed.launcher.RDZV_CONF` sets them
@@ -265,7 +269,7 @@ _RULES = (
     (("copy_Bps", "parallel_copy_Bps", "parallel_fresh_Bps", "fresh_copy_Bps", "crc_Bps", "cache_write_Bps",
       "write_Bps", "read_cold_Bps"), 0.0, False, "a measured rate > 0 B/s"),
     (("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps", "map_read_Bps", "shard_read_Bps",
-      "dcp_stage_own_Bps"), 0.0, False, "a measured rate > 0 B/s or None"),
+      "dcp_stage_own_Bps", "parallel_map_read_Bps"), 0.0, False, "a measured rate > 0 B/s or None"),
     (("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s", "dcp_stage_small_s"), 0.0, True,
      "a measured time >= 0 s or None"),
     (("dcp_overhead_s", "own_overhead_s"), -math.inf, False, "a measured time in seconds or None"),   # differences
@@ -337,6 +341,7 @@ class Terms:
     dcp_stage_own_Bps: float | None = None
     copy_piece_B: float | None = None
     shared_write_B: float | None = None
+    parallel_map_read_Bps: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -417,15 +422,16 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
     """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at :data:`PROBE_CAP_B`, but for the
     writers beside busy processes, :func:`beside`, and the ``world`` writers at once, W_N, timed at ``size_B``
     itself: the memory their writes take back from the host, and a write's costs that do not grow with its bytes,
-    do not scale with them) in ``directory``: the floors, ``rounds`` more write + ``fsync`` timings (the disk's
-    rate is their median; as many of W_N, :func:`.disk.shared_write_Bps`), the aggregate copies of ``world``
-    threads, the page-cache write into memory freed ``reclaim_wait_s`` before (:func:`reclaimed_write_Bps`); with
-    ``churn_Bps`` (the memory the job's ranks churn, bytes per second) the writers beside it too (u_c, each write
-    started ``churn_period_s`` after the one before where given: the ``concurrent`` job's gap between
-    checkpoints), and DCP's way (u_f, each started ``period_s`` after the one before: the DCP job's gap), else
-    after the wait, as :func:`beside` takes them; the copies of ``world`` threads in pieces of ``copy_piece_B`` (a
-    rank's largest tensor) where given. ``measured``: terms measured elsewhere (``bcast_Bps``,
-    ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``, ``torch_fresh_Bps``, ``start_s``, ``busy_share``)."""
+    do not scale with them; and the ``world`` readers of the memory tier at once, M_N, each a rank's bytes) in
+    ``directory``: the floors, ``rounds`` more write + ``fsync`` timings (the disk's rate is their median; as
+    many of W_N, :func:`.disk.shared_write_Bps`), the aggregate copies of ``world`` threads, the page-cache write
+    into memory freed ``reclaim_wait_s`` before (:func:`reclaimed_write_Bps`); with ``churn_Bps`` (the memory the
+    job's ranks churn, bytes per second) the writers beside it too (u_c, each write started ``churn_period_s``
+    after the one before where given: the ``concurrent`` job's gap between checkpoints), and DCP's way (u_f, each
+    started ``period_s`` after the one before: the DCP job's gap), else after the wait, as :func:`beside` takes
+    them; the copies of ``world`` threads in pieces of ``copy_piece_B`` (a rank's largest tensor) where given.
+    ``measured``: terms measured elsewhere (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``,
+    ``torch_fresh_Bps``, ``start_s``, ``busy_share``)."""
     from ..floors import measure_floors, write_once
     check_integer("world", world)
     check_positive("size_B", size_B)
@@ -453,6 +459,7 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
                  beside_mean_loss_s_per_B=b["mean_loss_s"] / b["size_B"],
                  beside_steal_s_per_B=None if b["steal_s"] is None else b["steal_s"] / b["size_B"],
                  reclaimed_write_Bps=reclaimed, churn_Bps=churn_Bps, map_read_Bps=map_read_Bps(size),
+                 parallel_map_read_Bps=parallel_map_read_Bps(float(size_B) / world, world),
                  writer_cpu_churned_s_per_B=None
                  if b["writers_cpu_churned_s"] is None else b["writers_cpu_churned_s"] / b["size_B"],
                  writer_cpu_cached_s_per_B=None
@@ -481,26 +488,6 @@ def reclaimed_write_Bps(directory, size_B: float, repeats: int = 2, wait_s: floa
             time.sleep(wait_s)
             best = min(best, cache_write_once(path, data))
     return data.nbytes / best
-
-
-def map_read_Bps(size_B: float, directory=None, repeats: int = 3) -> float:
-    """Bytes per second of mapping a file of ``size_B`` bytes of the memory tier in place and reading it
-    through its CRC-32 (:func:`mlsysim.lab.store.map_file`, as a recovery reads a shard from a node's memory
-    tier: the page cache's own pages, no buffer filled), in ``directory`` (default: where memory tiers go,
-    :func:`~mlsysim.lab.distributed.tiers.memory_base`); the best of ``repeats``, the file removed."""
-    from ..store import crc32, map_file
-    from .tiers import memory_base
-    check_positive("size_B", size_B)
-    check_integer("repeats", repeats)
-    with tempfile.TemporaryDirectory(dir=directory or memory_base(), prefix="map-") as tmp:
-        path = Path(tmp) / "tier.bin"
-        np.full(int(size_B), 7, dtype=np.uint8).tofile(path)
-        best = math.inf
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            crc32(map_file(path, int(size_B)))
-            best = min(best, time.perf_counter() - t0)
-    return int(size_B) / best
 
 
 def _small_durable_s(path) -> float:
@@ -687,7 +674,8 @@ def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) ->
     mapped = 1.0 / t.map_read_Bps if t.map_read_Bps else 1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps   # map + check
     sender, receiver = mapped, 1.0 / t.crc_Bps + 1.0 / t.cache_write_Bps
     send = rank / t.pair_Bps + sh * rank * max(sender, receiver) + 2 * t.sync_s    # the two sides overlap
-    back = sh * rank * mapped + n * rank / t.parallel_copy_Bps
+    read = n * rank / t.parallel_map_read_Bps if t.parallel_map_read_Bps else sh * rank * mapped   # N at once
+    back = read + n * rank / t.parallel_copy_Bps
     out = {"peer_memory_s": send + back, "storage_s": refined_restore(t, "sharded", size_B)}
     if t.start_s is not None:
         first, second = teardown_s
