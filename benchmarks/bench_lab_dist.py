@@ -61,8 +61,8 @@ CHECKPOINTS = ((500e6, 41), (math.inf, 13))   # per run, by state size: (below t
                              # last (a full interval after each). A cycle's overhead spreads from one checkpoint
                              # to the next by about its mean or more on this machine; the mean of 40 is surer
                              # than the x1.5 bound (an overhead under 0.1 s) where they spread by the mean
-                             # (results.cycles_needed). At a gigabyte the 45 to 500 cycles of the kept runs' spread
-                             # would take up to hours: 12 stay.
+                             # (results.cycles_needed). At a gigabyte the `concurrent` overhead's spread asked for
+                             # 71 to 791 cycles in the runs 2026-12-05j to 2026-12-06, hours of the job: 12 stay.
                              # The kept runs up to 2026-12-05m took 25 below 100 MB, 13 above.
 JOB_TIMEOUT_S = 900          # a job's limit: 56 steps of the slowest point (4 ranks, 1 GB) take about 250 s
 RESTORES = 5                 # each restore scheme timed five times in one job: the median

@@ -211,8 +211,9 @@ def cycles_needed(samples, predicted_s: float, k: float = 2.0) -> int:
     prediction, the samples spreading as ``samples`` do: ceil((k s / w)^2), s their standard deviation and w the
     bound's narrower side about ``predicted_s``: 0.2 x ``predicted_s`` (±25 % of the measurement lets it lie from
     ``predicted_s`` / 1.25 to ``predicted_s`` / 0.75), ``predicted_s`` / 3 under 0.1 s (a factor of 1.5 either
-    way). Fewer, and a model that is right misses the bound in more than one run in twenty (normal spread);
-    more, and a miss says something about the model. Needs two samples or more and a positive prediction.
+    way). With fewer, a model that is exactly right misses the bound by chance in more than 4.5 % of runs (a
+    normally spread mean); with more, a miss says something about the model. Needs two samples or more and a
+    positive prediction.
 
     >>> cycles_needed([0.4, 0.6, 0.5, 0.3, 0.7], 0.5)     # s = 0.158, w = 0.1: (2 x 0.158 / 0.1)^2 = 10
     10
