@@ -8,8 +8,9 @@ page tables of its own) and checking it. One process's best of three, shared by 
 read phase of the recovery on 2 nodes x 2 took 1.4 to 2.2 times that in the five runs on the machine the lab was
 last recorded on (``benchmarks/records/lab_dist-2026-12-05j`` to ``lab_dist-2026-12-06``; on 2 nodes x 1, two
 ranks on two cores, 0.7 to 1.3 times). :func:`parallel_map_read_Bps` times N processes at once, each its own
-file of a rank's bytes, the median of its rounds (the job reads once, not at its best); the runs to come say
-how much of that phase it holds.
+file of a rank's bytes, the median of its rounds (the job reads once, not at its best). In the first run to time
+it (``lab_dist_one_point-2026-12-06``) the read phase lay between N R / M_N and share(N) R / M; the runs to come
+say how much of that phase it holds.
 """
 from __future__ import annotations
 
