@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 import os
+import time
 
 import numpy as np
 import pytest
@@ -431,6 +432,12 @@ def test_the_memory_tiers_mapped_read_is_measured_and_cleaned_up(tmp_path):
     assert 0 < rate < math.inf and list(tmp_path.iterdir()) == []
     together = terms.parallel_map_read_Bps(4e6, 3, tmp_path, rounds=2)   # three processes, 4 MB each
     assert 1e6 < together < 1e13 and list(tmp_path.iterdir()) == []
+    from mlsysim.lab.distributed.tier_reads import _round_s
+    (tmp_path / "short.bin").write_bytes(b"x" * 10)
+    t0 = time.monotonic()
+    with pytest.raises(MlsysimError, match="a reader of the memory tier failed"):   # cannot map 1 MB of 10 B
+        _round_s([tmp_path / "short.bin", tmp_path / "missing.bin"], 1_000_000)
+    assert time.monotonic() - t0 < 60                                   # the barrier broken, no reader waited
 
 
 def test_the_write_into_memory_freed_a_while_ago_is_measured_and_cleaned_up(tmp_path):

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import queue
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -50,9 +52,13 @@ def map_read_Bps(size_B: float, directory=None, repeats: int = 3) -> float:
 
 def _map_and_check(path: str, size: int, ready, out) -> None:
     """One reader: map ``path``, wait for the others, then read it through its CRC-32; put its (start, end)
-    on the system-wide monotonic clock."""
+    on the system-wide monotonic clock. A reader that cannot map its file breaks the barrier: no one waits."""
     from ..store import crc32, map_file
-    data = map_file(path, size)
+    try:
+        data = map_file(path, size)
+    except Exception:
+        ready.abort()
+        raise
     ready.wait(WAIT_S)
     t0 = time.monotonic()
     crc32(data)
@@ -69,6 +75,9 @@ def _round_s(paths: list, size: int) -> float:
     try:
         ready.wait(WAIT_S)
         spans = [out.get(timeout=WAIT_S) for _ in procs]
+    except (threading.BrokenBarrierError, queue.Empty):
+        raise MlsysimError(f"a reader of the memory tier failed or did not finish within {WAIT_S:.0f} s "
+                           f"(files {[str(p) for p in paths]})") from None
     finally:
         for p in procs:
             p.join(WAIT_S)
