@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_lab_dist import EVERY, PLAIN, steps_for
+from bench_lab_dist import EVERY, JOB_TIMEOUT_S, PLAIN, steps_for
 from lab_report import finish, record_head
 
 
@@ -38,7 +38,7 @@ def phases(nproc: int, size_B: float, layers: int = 2) -> dict:
     cfg = config_for(size_B, 32, layers, steps)
     with tempfile.TemporaryDirectory(prefix="commit-phases-") as d:
         run = launch(Path(d), nproc, steps, every=EVERY, engine="concurrent", d_model=cfg.d_model, layers=layers,
-                     plain_steps=PLAIN, timeout_s=900)
+                     plain_steps=PLAIN, timeout_s=JOB_TIMEOUT_S)
     commits = [e for e in run.events if "commit" in e]
     stalls = [e for e in run.events if "done" in e][-1]["stall_s"]
     with tempfile.TemporaryDirectory(prefix="commit-phases-probe-") as d:

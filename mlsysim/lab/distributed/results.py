@@ -35,6 +35,7 @@ EARLIER = "data/benchmark_capped.json"   # the record before, its writers beside
 CPU = "data/cpu_breakdown.json"          # where a checkpoint's cost goes: benchmarks/bench_lab_dist_cpu.py
 #: the repository's other recorded runs, beside the package (installed editable, as the course's setup does)
 KEPT = Path(__file__).resolve().parents[3] / "benchmarks" / "records"
+ENGINES = (("concurrent", "concurrent"), ("dcp_async", "dcp-async"))   # (a point's key, the name in its figures)
 
 
 def recorded(record: str = RECORD) -> dict:
@@ -62,6 +63,11 @@ def within(measured: float, predicted: float, factor: float = 2.0) -> bool:
     return predicted / factor <= measured <= predicted * factor
 
 
+def _point(q: dict) -> str:
+    """A point's name in the figures: "2 ranks, 254 MB"."""
+    return f"{q['world_size']} ranks, {q['state_B'] / 1e6:.0f} MB"
+
+
 def _row(figure: str, naive, refined, measured, samples=None, statistic: str = "mean") -> dict:
     ok = measured is not None and refined is not None
     se = standard_error(samples, statistic)
@@ -85,8 +91,8 @@ def model_table(d: dict) -> list[dict]:
     (:func:`~mlsysim.lab.pytorch.results.consistent`). A run recorded before the refined model gives no rows."""
     rows = []
     for q in d["points"]:
-        tag = f"{q['world_size']} ranks, {q['state_B'] / 1e6:.0f} MB"
-        for key, name in (("concurrent", "concurrent"), ("dcp_async", "dcp-async")):
+        tag = _point(q)
+        for key, name in ENGINES:
             e = q[key]
             pred = e.get("predicted")
             if not pred:
@@ -118,7 +124,7 @@ def targets(d: dict) -> list[tuple[str, bool, str]]:
     :func:`model_table`: the refined prediction within ±25 % of the measurement (x1.5 under 0.1 s)."""
     out = []
     for q in d["points"]:
-        tag = f"{q['world_size']} ranks, {q['state_B'] / 1e6:.0f} MB"
+        tag = _point(q)
         c, a = q["concurrent"], q["dcp_async"]
         out.append((f"{tag}: concurrent stall <= 1/2 of dcp.async_save's", c["stall_s"] <= 0.5 * a["stall_s"],
                     f"{c['stall_s']:.3f} s vs {a['stall_s']:.3f} s"))
@@ -238,8 +244,8 @@ def overhead_resolution(d: dict) -> list[dict]:
     (:func:`cycles_needed`) and ``resolved`` (``cycles`` >= ``needed``: the bound can judge this mean)."""
     rows = []
     for q in d["points"]:
-        tag = f"{q['world_size']} ranks, {q['state_B'] / 1e6:.0f} MB"
-        for key, name in (("concurrent", "concurrent"), ("dcp_async", "dcp-async")):
+        tag = _point(q)
+        for key, name in ENGINES:
             e = q[key]
             pred = (e.get("predicted") or {}).get("refined", {}).get("overhead_s")
             xs = e.get("overheads_s") or []
