@@ -614,6 +614,13 @@ def test_each_overhead_says_whether_its_cycles_resolve_the_bound():
     pred = e["predicted"]["refined"]["overhead_s"]
     assert row["cycles"] == 4 and row["needed"] == cycles_needed([0.2, 0.5, 0.8, 0.5], pred)
     assert row["resolved"] is (4 >= row["needed"]) and row["spread_s"] == pytest.approx(0.2449490, rel=1e-6)
+    assert row["needed_s"] is None                                     # the record has no cadence (every)
+    d["every"], e["plain_step_s"] = 4, 0.5
+    (row,) = [r for r in overhead_resolution(d) if r["figure"] == "2 ranks, 1000 MB: dcp-async overhead"]
+    assert row["needed_s"] == pytest.approx(row["needed"] * 4 * 0.5)
+    e.pop("plain_step_s")
+    (row,) = [r for r in overhead_resolution(d) if r["figure"] == "2 ranks, 1000 MB: dcp-async overhead"]
+    assert row["needed_s"] is None
     e["overheads_s"] = [0.5, 0.5]
     (row,) = [r for r in overhead_resolution(d) if r["figure"] == "2 ranks, 1000 MB: dcp-async overhead"]
     assert row["needed"] == 1 and row["resolved"]

@@ -241,7 +241,9 @@ def overhead_resolution(d: dict) -> list[dict]:
     """Per point and engine of a recorded run (schema 2, predicted again by :func:`remodel` first where the
     model has moved): ``figure`` (as :func:`model_table` names it), ``cycles`` (how many the mean took),
     ``spread_s`` (their standard deviation), ``refined_s``, ``measured_s``, ``needed``
-    (:func:`cycles_needed`) and ``resolved`` (``cycles`` >= ``needed``: the bound can judge this mean)."""
+    (:func:`cycles_needed`), ``resolved`` (``cycles`` >= ``needed``: the bound can judge this mean) and
+    ``needed_s``: what those cycles cost, ``needed`` x the run's ``every`` x the point's plain step (the job's
+    seconds without checkpoints; None where the run did not record the step or ``every``)."""
     rows = []
     for q in d["points"]:
         tag = _point(q)
@@ -251,8 +253,9 @@ def overhead_resolution(d: dict) -> list[dict]:
             xs = e.get("overheads_s") or []
             if not pred or len(xs) < 2:
                 continue
-            need = cycles_needed(xs, pred)
+            need, step = cycles_needed(xs, pred), e.get("plain_step_s")
             rows.append({"figure": f"{tag}: {name} overhead", "cycles": len(xs), "spread_s": statistics.stdev(xs),
                          "refined_s": pred, "measured_s": e["overhead_s"], "needed": need,
-                         "resolved": len(xs) >= need})
+                         "resolved": len(xs) >= need,
+                         "needed_s": None if step is None or d.get("every") is None else need * d["every"] * step})
     return rows

@@ -9,8 +9,10 @@ read phase of the recovery on 2 nodes x 2 took 1.4 to 2.2 times that in the five
 last recorded on (``benchmarks/records/lab_dist-2026-12-05j`` to ``lab_dist-2026-12-06``; on 2 nodes x 1, two
 ranks on two cores, 0.7 to 1.3 times). :func:`parallel_map_read_Bps` times N processes at once, each its own
 file of a rank's bytes, the median of its rounds (the job reads once, not at its best). In the first run to time
-it (``lab_dist_one_point-2026-12-06``) the read phase lay between N R / M_N and share(N) R / M; the runs to come
-say how much of that phase it holds.
+it (``lab_dist_one_point-2026-12-06``) the read phase lay between N R / M_N and share(N) R / M; in the first full
+run (``lab_dist-2026-12-06b``) it took 0.99 times N R / M_N on 2 nodes x 2 (1.42 times share(N) R / M) and 1.42 times
+on 2 nodes x 1 (1.29), the recovery 1.00 and 1.09 times the model. Without M_N that run's recovery on 2 nodes x 2
+would have come to 1.08: whether M_N is the term the misses before it lacked, the runs to come say.
 """
 from __future__ import annotations
 
