@@ -123,7 +123,8 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     dcpa = run_distributed(engine="dcp-async", **kw)
     say(f"{tag}: restores")
     rest, _ = _twice(lambda: measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None,
-                                              repeats=RESTORES, probe_B=min(refine.PROBE_B, cfg.state_B)), say)
+                                              repeats=RESTORES, probe_B=min(refine.PROBE_B, cfg.state_B),
+                                              stage_steps=EVERY), say)
     say(f"{tag}: the terms")
     t = refine.job_terms(conc, rest, gap_s=EVERY * dcpa.plain_step_s)     # u_f at the DCP job's own gap
     naive_m = predict.dist_machine(t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B))

@@ -20,7 +20,8 @@ WORLD = 2
 def run(tmp_path_factory):
     pytest.importorskip("torch")
     base = tmp_path_factory.mktemp("restore")
-    return measure_restores(WORLD, d_model=128, layers=2, directory=base, machine=M, repeats=3, probe_B=2e6), base
+    return measure_restores(WORLD, d_model=128, layers=2, directory=base, machine=M, repeats=3, probe_B=2e6,
+                            stage_steps=1), base
 
 
 def _files(base, mode):
@@ -124,6 +125,8 @@ def test_each_scheme_is_the_median_of_its_repeats(run):
     ({"nproc": 3}, "world size of 3"),
     ({"steps": 0}, "steps"),
     ({"repeats": 0}, "repeats"),
+    ({"stage_steps": -1}, "stage_steps must be an integer >= 0"),
+    ({"stage_steps": 1.5}, "stage_steps must be an integer >= 0"),
     ({"size_B": -1.0}, "size_B"),
     ({"schemes": ("replicated", "gossip")}, "--scheme"),
 ])
@@ -161,6 +164,7 @@ def test_the_probe_times_gloo_and_the_states_broadcast_into_new_tensors(run):
     assert g["dcp_stage_B"] == pytest.approx(r.state_B, rel=0.01) and 0 < g["dcp_stage_s"] < 5
     # rank 0's own staging, as the job times its stall: until it is done, not the last rank
     assert 0 < g["dcp_stage_own_s"] <= g["dcp_stage_s"]
+    assert g["dcp_stage_steps"] == 1               # each staging held while the job trained a step, as a save's is
     assert 0 < g["dcp_stage_small_s"] < 1
     # the disk's read of the FSDP job's shards, every rank its own at once, once after every round of restores
     files = _files(base, "fsdp")

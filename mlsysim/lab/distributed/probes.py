@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import check_integer
+from ...errors import MlsysimError, check_integer
 
 
 def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
@@ -135,39 +135,54 @@ def fixed_overhead_s(job, group, save, wait, steps: int, repeats: int, first_ste
     return statistics.median(over)
 
 
-def dcp_stage(group, job, repeats: int = 3) -> dict | None:
+def dcp_stage(group, job, repeats: int = 3, steps: int = 0) -> dict | None:
     """In a running gloo job (every rank calls it): the seconds of DCP's staging of ``job``'s state at its
-    full size, every rank at once (``dcp_stage_s``, the median of ``repeats``, each freed before the next, until
-    the last rank is done; ``dcp_stage_own_s``, until this rank is, as the job times its own stall) and
-    the bytes staged, summed over the ranks (``dcp_stage_B``): the stager ``dcp.async_save`` takes for the
-    lab's writer (a :class:`~torch.distributed.checkpoint.FileSystemWriter`, itself the stager) on the state
+    full size, every rank at once (``dcp_stage_s``, the median of ``repeats``, until the last rank is done;
+    ``dcp_stage_own_s``, until this rank is, as the job times its own stall) and the bytes staged, summed over
+    the ranks (``dcp_stage_B``): the stager ``dcp.async_save`` takes for the lab's writer (a
+    :class:`~torch.distributed.checkpoint.FileSystemWriter`, itself the stager) on the state
     :meth:`~mlsysim.lab.distributed.worker.Job.dcp_state` gives it, as the job's saves call it before their
     stall ends. On a CPU job, PyTorch 2.13's stager deep-copies every DTensor, its data included, before it
     allocates the staging tensor and copies into it: two copies of every byte, which the copy rates alone
-    do not show. None where this PyTorch's writer is not a stager."""
+    do not show. None where this PyTorch's writer is not a stager.
+
+    ``steps`` = 0: each staging freed before the next, at once. ``steps`` > 0: as the job's saves meet it, each
+    staging held while ``job`` trains ``steps`` steps (a save holds its staging until durable while the
+    training goes on), then freed and the next made at once, after one such staging untimed
+    (``dcp_stage_steps`` says which). What a staging costs depends on what its memory did since the last one:
+    at a gigabyte on this machine, back to back 1.42 and 1.62 times the stall of ``dcp.async_save`` in the same
+    job (2 and 4 ranks), held through a gap's steps 0.85 and 0.89 times
+    (``benchmarks/records/lab_dcp_staging-2026-12-06.json``)."""
     import torch
     import torch.distributed as dist
     from torch.distributed.checkpoint import FileSystemWriter
     from torch.distributed.checkpoint.staging import AsyncStager
     check_integer("repeats", repeats)
+    if type(steps) is not int or steps < 0:
+        raise MlsysimError(f"steps must be an integer >= 0 (the training steps each staging is held through), "
+                           f"got {steps!r}")
     writer = FileSystemWriter("unused-dcp-stage-probe")       # staging writes nothing
     if not isinstance(writer, AsyncStager):
         return None
     local = torch.tensor(float(sum(local_B(t) for t in job.tensors().values())))
     dist.all_reduce(local, group=group)
     times, own = [], []
-    for _ in range(repeats):
+    for i in range(repeats + (steps > 0)):
         state = job.dcp_state()
         dist.barrier(group=group)
         t0 = time.perf_counter()
         staged = writer.stage(state)
         staged = staged.result() if hasattr(staged, "result") else staged
-        own.append(time.perf_counter() - t0)
+        took = time.perf_counter() - t0
         dist.barrier(group=group)
-        times.append(time.perf_counter() - t0)
+        if i >= (steps > 0):                   # the first held one is untimed: nothing was held before it
+            own.append(took)
+            times.append(time.perf_counter() - t0)
+        for _ in range(steps):
+            job.step()
         del staged, state
     return {"dcp_stage_s": statistics.median(times), "dcp_stage_own_s": statistics.median(own),
-            "dcp_stage_B": float(local)}
+            "dcp_stage_B": float(local), "dcp_stage_steps": steps}
 
 
 def local_B(t) -> int:

@@ -127,7 +127,7 @@ def with_refined(run, directory=None):
     if not run.prediction:
         raise MlsysimError("the run has no first prediction to set the refined one beside (predict=True)")
     rest = measure_restores(nproc=run.world_size, d_model=run.d_model, layers=run.layers, schemes="sharded",
-                            probe_B=min(PROBE_B, run.prediction["size_B"]))
+                            probe_B=min(PROBE_B, run.prediction["size_B"]), stage_steps=run.every)
     terms = job_terms(run, rest, directory)
     figures = {f"refined_{k}": v for k, v in refined_figures(run, terms, rest.state_B).items()}
     return dataclasses.replace(run, prediction={**run.prediction, **figures, "refined_state_B": rest.state_B,

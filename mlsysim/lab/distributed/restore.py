@@ -427,10 +427,12 @@ def main(argv=None) -> int:
     p.add_argument("--keep-cache", action="store_true", help="do not drop the page cache before a scheme")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
     p.add_argument("--probe-B", type=float, default=0.0, help="first time gloo with this many bytes")
+    p.add_argument("--stage-steps", type=int, default=0,
+                   help="with --probe-B: hold each of DCP's probe stagings while this many steps train")
     a = p.parse_args(argv)
     schemes = parse_schemes(a.scheme)
-    if a.make < 0 or a.repeats < 1:
-        p.error("--make must be >= 0 and --repeats >= 1")
+    if a.make < 0 or a.repeats < 1 or a.stage_steps < 0:
+        p.error("--make and --stage-steps must be >= 0 and --repeats >= 1")
 
     from datetime import timedelta
 
@@ -475,7 +477,7 @@ def main(argv=None) -> int:
     if a.probe_B > 0:
         if "fsdp" in jobs:     # DCP's staging of the sharded job's state at its full size
             from .probes import dcp_stage
-            probe.update(dcp_stage(group, jobs["fsdp"]) or {})
+            probe.update(dcp_stage(group, jobs["fsdp"], steps=a.stage_steps) or {})
         probe.update(_round_terms(rounds, jobs, sum(f["size_B"] for f in own)))
         if rank == 0:
             _say(probe=True, **probe)
@@ -664,7 +666,7 @@ def _scheme_result(ev: dict, state_B: float, world: int, machine: DistMachine, r
 def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int = 32, layers: int = 2,
                      directory=None, machine: DistMachine | None = None, steps: int = 1, repeats: int = 1,
                      schemes=SCHEMES, drop_cache: bool = True, timeout_s: float = 300.0,
-                     probe_B: float = 0.0) -> RestoreComparison:
+                     probe_B: float = 0.0, stage_steps: int = 0) -> RestoreComparison:
     """Save the lab's job in DDP and FSDP mode at ``nproc`` ranks after ``steps`` steps, restore it with
     each of ``schemes`` (one ``torchrun`` launch), and set each beside the prediction for ``machine``
     (default: measured here, :func:`~mlsysim.lab.distributed.predict.measure_dist_machine`).
@@ -674,14 +676,18 @@ def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int =
     (:func:`~mlsysim.lab.distributed.probes.gloo_probe`, in ``gloo``); ``repeats``: each scheme restored that
     many times in one job, one scheme after another, the cache dropped before each; the scheme's figures
     are those of its median repeat (by ``restore_s``; the upper middle for an even count, as for the
-    saves; verified only if every repeat was); ``directory``: an empty or new directory to write in
-    (default: a temporary one, removed afterwards)."""
+    saves; verified only if every repeat was); ``stage_steps``: with ``probe_B``, each of DCP's probe stagings held
+    while the job trains that many steps (:func:`~mlsysim.lab.distributed.probes.dcp_stage`; 0: back to back);
+    ``directory``: an empty or new directory to write in (default: a temporary one, removed afterwards)."""
     check_world(nproc)
     if type(steps) is not int or steps < 1:
         raise MlsysimError(f"steps must be a positive integer (the checkpoint must differ from the "
                            f"initial weights), got {steps!r}")
     if type(repeats) is not int or repeats < 1:
         raise MlsysimError(f"repeats must be a positive integer, got {repeats!r}")
+    if type(stage_steps) is not int or stage_steps < 0:
+        raise MlsysimError(f"stage_steps must be an integer >= 0 (the training steps each of DCP's probe stagings "
+                           f"is held through), got {stage_steps!r}")
     if size_B is not None and not size_B > 0:
         raise MlsysimError(f"size_B must be positive, got {size_B!r}")
     names = parse_schemes(schemes if isinstance(schemes, str) else ",".join(schemes))
@@ -695,7 +701,8 @@ def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int =
         base.mkdir(parents=True, exist_ok=True)
         args = ["--dir", base, "--scheme", ",".join(names), "--make", steps, "--layers", layers,
                 "--repeats", repeats, "--d-model", d_model] + (["--size-B", size_B] if size_B else []) \
-            + ([] if drop_cache else ["--keep-cache"]) + (["--probe-B", probe_B] if probe_B else [])
+            + ([] if drop_cache else ["--keep-cache"]) + (["--probe-B", probe_B] if probe_B else []) \
+            + (["--stage-steps", stage_steps] if stage_steps else [])
         events = run_worker(args, nproc, timeout_s)
         if machine is None:
             machine = measure_dist_machine(directory=base)

@@ -20,9 +20,12 @@ timings in the same run):
         the restore job's memory state (x: ddp, a replica;      ddp in its DDP job, fsdp in its FSDP
         fsdp, a shard)                                          job)
   σ     DCP's staging of the job's state, every rank at once    :func:`.probes.dcp_stage` (median of 3,
-        (bytes staged per second), until the last rank is done; in the restore job, at the full size;
-        σ_0, until rank 0 is (the stall); σ_s, the same of the  σ_s in :func:`.probes.engine_probe`)
-        job at its smallest width, held in d_s
+        (bytes staged per second), until the last rank is done; in the restore job, at the full size,
+        σ_0, until rank 0 is (the stall); σ_s, the same of the  each held while the job trains a gap's
+        job at its smallest width, held in d_s                  steps where ``dcp_stage_steps`` says so,
+                                                                back to back in the kept runs up to
+                                                                2026-12-06b; σ_s in
+                                                                :func:`.probes.engine_probe`)
   k     this package's CRC-32 (zlib-ng), one core               :func:`~mlsysim.lab.floors.measure_floors`
   p     ``os.write`` into the page cache, one core              :func:`~mlsysim.lab.floors.measure_floors`
   h     the same into memory the host has taken back            :func:`reclaimed_write_Bps` (best of 2)
