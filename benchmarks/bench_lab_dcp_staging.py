@@ -90,7 +90,7 @@ def _worker(directory: str, out: str, size_B: float, repeats: int) -> None:
             engine = DcpEngine(str(Path(directory) / "dcp"), keep=2, asynchronous=True, process_group=group)
         dist.barrier()
     times["engine"] = []
-    for _ in range(repeats + 1):            # the first save's stall is left out, as a median of the job's drops it
+    for _ in range(repeats + 1):            # the first save is left out: nothing was staged before it
         train()
         times["engine"].append(engine.save(job.step_count, job.dcp_state()))
     engine.close()
