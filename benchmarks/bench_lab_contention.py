@@ -19,16 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from lab_report import finish, record_head
+from lab_report import finish, record_head, run_worker_job
 
 SIZE_B, LAYERS, STEPS, REPEATS = 1000e6, 2, 4, 2
 WORLDS = (2, 4)
@@ -90,22 +86,8 @@ def _worker(directory: str, out: str) -> None:
 
 
 def _run(world: int) -> dict:
-    """One torchrun job of ``world`` ranks on 127.0.0.1 (a free port), its temporary files removed."""
-    from mlsysim.lab.distributed.launcher import free_port
-    with tempfile.TemporaryDirectory(prefix="mlsysim-contention-") as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", "--nnodes=1",
-               "--master-addr=127.0.0.1", f"--master-port={free_port()}", __file__, "--worker", tmp, str(out)]
-        proc = subprocess.Popen(cmd, start_new_session=True)
-        try:
-            proc.wait(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-            raise RuntimeError(f"the {world}-rank job ran past {TIMEOUT_S} s and was stopped")
-        if proc.returncode != 0:
-            raise RuntimeError(f"the {world}-rank job failed (exit status {proc.returncode})")
-        return json.loads(out.read_text())
+    """One torchrun job of ``world`` ranks (:func:`lab_report.run_worker_job`)."""
+    return run_worker_job(__file__, world, timeout_s=TIMEOUT_S, prefix="mlsysim-contention-")
 
 
 def main(argv=None) -> int:

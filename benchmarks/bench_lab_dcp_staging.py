@@ -28,15 +28,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-from lab_report import finish, record_head
+from lab_report import finish, record_head, run_worker_job
 
 SIZE_B, LAYERS, EVERY, REPEATS, PAUSE_S = 1000e6, 2, 4, 5, 6.0
 WORLDS = (2, 4)
@@ -102,23 +98,9 @@ def _worker(directory: str, out: str, size_B: float, repeats: int) -> None:
 
 
 def _run(world: int, size_B: float, repeats: int) -> dict:
-    """One torchrun job of ``world`` ranks on 127.0.0.1 (a free port), its temporary files removed."""
-    from mlsysim.lab.distributed.launcher import free_port
-    with tempfile.TemporaryDirectory(prefix="mlsysim-dcp-staging-") as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", "--nnodes=1",
-               "--master-addr=127.0.0.1", f"--master-port={free_port()}", __file__, "--worker", tmp, str(out),
-               "--size-mb", str(size_B / 1e6), "--repeats", str(repeats)]
-        proc = subprocess.Popen(cmd, start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        try:
-            proc.wait(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-            raise RuntimeError(f"the {world}-rank job ran past {TIMEOUT_S} s and was stopped")
-        if proc.returncode != 0:
-            raise RuntimeError(f"the {world}-rank job failed (exit status {proc.returncode})")
-        return json.loads(out.read_text())
+    """One torchrun job of ``world`` ranks (:func:`lab_report.run_worker_job`), one intra-op thread a rank."""
+    return run_worker_job(__file__, world, ("--size-mb", size_B / 1e6, "--repeats", repeats), TIMEOUT_S,
+                          {"OMP_NUM_THREADS": "1"}, "mlsysim-dcp-staging-")
 
 
 def main(argv=None) -> int:
