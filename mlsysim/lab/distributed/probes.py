@@ -152,7 +152,8 @@ def dcp_stage(group, job, repeats: int = 3, steps: int = 0) -> dict | None:
     (``dcp_stage_steps`` says which). What a staging costs depends on what its memory did since the last one:
     at a gigabyte on this machine, back to back 1.42 and 1.62 times the stall of ``dcp.async_save`` in the same
     job (2 and 4 ranks), held through a gap's steps 0.85 and 0.89 times
-    (``benchmarks/records/lab_dcp_staging-2026-12-06.json``)."""
+    (``benchmarks/records/lab_dcp_staging-2026-12-06.json``); in the lab's full benchmark, held 0.77 and 0.81 times
+    the job's stall (``lab_dist-2026-12-06c``), back to back 1.16 and 1.21 times in the run before."""
     import torch
     import torch.distributed as dist
     from torch.distributed.checkpoint import FileSystemWriter
