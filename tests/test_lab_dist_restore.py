@@ -165,6 +165,7 @@ def test_the_probe_times_gloo_and_the_states_broadcast_into_new_tensors(run):
     # rank 0's own staging, as the job times its stall: until it is done, not the last rank
     assert 0 < g["dcp_stage_own_s"] <= g["dcp_stage_s"]
     assert g["dcp_stage_steps"] == 1               # each staging held while the job trained a step, as a save's is
+    assert 0 < g["dcp_stage_back_own_s"] <= g["dcp_stage_back_s"] < 5    # and as many back to back, in the same job
     assert 0 < g["dcp_stage_small_s"] < 1
     # the disk's read of the FSDP job's shards, every rank its own at once, once after every round of restores
     files = _files(base, "fsdp")

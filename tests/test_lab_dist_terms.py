@@ -13,7 +13,8 @@ import pytest
 from mlsysim.errors import MlsysimError
 from mlsysim.lab.distributed import terms
 from mlsysim.lab.distributed.results import (EARLIER, across, cycles_needed, load_records, model_table,
-                                             overhead_resolution, recorded, remodel, standard_error, targets)
+                                             overhead_resolution, recorded, remodel, staged_back_to_back,
+                                             standard_error, targets)
 
 T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
                 crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
@@ -628,3 +629,22 @@ def test_each_overhead_says_whether_its_cycles_resolve_the_bound():
     assert "2 ranks, 1000 MB: dcp-async overhead" not in {r["figure"] for r in overhead_resolution(d)}
     shipped = overhead_resolution(remodel(recorded()))
     assert len(shipped) == 12 and all(r["cycles"] == 6 for r in shipped)
+
+
+def test_a_run_s_dcp_staging_can_be_set_to_the_probe_s_back_to_back_timing():
+    held = load_records()["lab_dist-2026-12-06c"]                      # staged held through 4 steps, nothing else
+    assert all(q["gloo"]["dcp_stage_steps"] == 4 and "dcp_stage_back_s" not in q["gloo"] for q in held["points"])
+    assert staged_back_to_back(held) == held                           # no back-to-back timing: left as it is
+    both = copy.deepcopy(held)
+    g = both["points"][2]["gloo"]                                      # 2 ranks, a gigabyte
+    g["dcp_stage_back_s"], g["dcp_stage_back_own_s"] = 1.5 * g["dcp_stage_s"], 0.4
+    back = staged_back_to_back(both)
+    t, t0 = back["points"][2]["terms"], both["points"][2]["terms"]
+    assert t["dcp_stage_Bps"] == pytest.approx(g["dcp_stage_B"] / (1.5 * g["dcp_stage_s"]))
+    assert t["dcp_stage_own_Bps"] == pytest.approx(g["dcp_stage_B"] / 0.4)
+    assert t0["dcp_stage_Bps"] == pytest.approx(g["dcp_stage_B"] / g["dcp_stage_s"])      # the input is untouched
+    assert [q["terms"] for i, q in enumerate(back["points"]) if i != 2] == \
+        [q["terms"] for i, q in enumerate(both["points"]) if i != 2]
+    # the model again: DCP's stall takes rank 0's own staging, 0.4 s here where the held probe timed 0.266 s
+    stall = [remodel(d)["points"][2]["dcp_async"]["predicted"]["refined"]["stall_s"] for d in (both, back)]
+    assert round(g["dcp_stage_own_s"], 3) == 0.266 and stall[1] - stall[0] == pytest.approx(0.4 - 0.266, abs=0.002)

@@ -477,7 +477,11 @@ def main(argv=None) -> int:
     if a.probe_B > 0:
         if "fsdp" in jobs:     # DCP's staging of the sharded job's state at its full size
             from .probes import dcp_stage
-            probe.update(dcp_stage(group, jobs["fsdp"], steps=a.stage_steps) or {})
+            stage = dcp_stage(group, jobs["fsdp"], steps=a.stage_steps) or {}
+            if stage and a.stage_steps:   # and back to back in the same job: the job's staging lies between the two
+                back = dcp_stage(group, jobs["fsdp"])
+                stage.update(dcp_stage_back_s=back["dcp_stage_s"], dcp_stage_back_own_s=back["dcp_stage_own_s"])
+            probe.update(stage)
         probe.update(_round_terms(rounds, jobs, sum(f["size_B"] for f in own)))
         if rank == 0:
             _say(probe=True, **probe)
@@ -677,7 +681,8 @@ def measure_restores(nproc: int = 2, size_B: float | None = None, d_model: int =
     many times in one job, one scheme after another, the cache dropped before each; the scheme's figures
     are those of its median repeat (by ``restore_s``; the upper middle for an even count, as for the
     saves; verified only if every repeat was); ``stage_steps``: with ``probe_B``, each of DCP's probe stagings held
-    while the job trains that many steps (:func:`~mlsysim.lab.distributed.probes.dcp_stage`; 0: back to back);
+    while the job trains that many steps (:func:`~mlsysim.lab.distributed.probes.dcp_stage`; 0: back to back),
+    then as many back to back in the same job (``dcp_stage_back_s``, ``dcp_stage_back_own_s`` in ``gloo``);
     ``directory``: an empty or new directory to write in (default: a temporary one, removed afterwards)."""
     check_world(nproc)
     if type(steps) is not int or steps < 1:

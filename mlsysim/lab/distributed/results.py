@@ -15,7 +15,8 @@ where a checkpoint's cost to the training goes, thread by thread, in the same jo
 :func:`load_records` reads the other runs kept in a directory (the repository's ``benchmarks/records``) and
 :func:`across` scores every figure over all of them: in how many runs the model holds, and whether every run
 measured it on the same side of the prediction (a term the model lacks). :func:`cycles_needed` and
-:func:`overhead_resolution` say how many checkpoints an overhead's mean needs before the bound can judge it.
+:func:`overhead_resolution` say how many checkpoints an overhead's mean needs before the bound can judge it;
+:func:`staged_back_to_back` sets a run's DCP staging to the probe's back-to-back timing, where it has one.
 """
 from __future__ import annotations
 
@@ -159,6 +160,22 @@ def remodel(d: dict) -> dict:
         if n.get("predicted", {}).get("refined"):
             t = dataclasses.replace(measured[(n["world_size"], n["state_B"])], start_s=n["start_s"])
             n["predicted"]["refined"] = refined_recovery(t, n["state_B"], tuple(n.get("teardown_s") or (0.0, 0.0)))
+    return out
+
+
+def staged_back_to_back(d: dict) -> dict:
+    """``d`` (a recorded run, schema 2) with DCP's staging rates taken from the probe's back-to-back stagings
+    where its restore job timed them beside the held ones (a point's ``gloo`` holds ``dcp_stage_back_s`` and
+    ``dcp_stage_back_own_s`` where ``dcp_stage_steps`` > 0): σ = the staged bytes / ``dcp_stage_back_s``, σ_0 the
+    same over ``dcp_stage_back_own_s``, as :func:`~mlsysim.lab.distributed.refine.job_terms` takes them from the
+    held ones. Points without them are left as they are; :func:`remodel` predicts the run again. Both memory
+    states in one job set the model beside each for the same measurements."""
+    out = copy.deepcopy(d)
+    for q in out["points"]:
+        g = q.get("gloo") or {}
+        if g.get("dcp_stage_back_s") and g.get("dcp_stage_back_own_s") and g.get("dcp_stage_B"):
+            q["terms"]["dcp_stage_Bps"] = g["dcp_stage_B"] / g["dcp_stage_back_s"]
+            q["terms"]["dcp_stage_own_Bps"] = g["dcp_stage_B"] / g["dcp_stage_back_own_s"]
     return out
 
 

@@ -23,8 +23,11 @@ timings in the same run):
         (bytes staged per second), until the last rank is done; in the restore job, at the full size,
         σ_0, until rank 0 is (the stall); σ_s, the same of the  each held while the job trains a gap's
         job at its smallest width, held in d_s                  steps where ``dcp_stage_steps`` says so,
-                                                                back to back in the kept runs up to
-                                                                2026-12-06b; σ_s in
+                                                                then back to back in the same job
+                                                                (``dcp_stage_back_s``:
+                                                                :func:`.results.staged_back_to_back`);
+                                                                back to back alone in the kept runs up
+                                                                to 2026-12-06b; σ_s in
                                                                 :func:`.probes.engine_probe`)
   k     this package's CRC-32 (zlib-ng), one core               :func:`~mlsysim.lab.floors.measure_floors`
   p     ``os.write`` into the page cache, one core              :func:`~mlsysim.lab.floors.measure_floors`
