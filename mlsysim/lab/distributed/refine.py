@@ -32,6 +32,19 @@ def torch_crc_Bps(size_B: float, repeats: int = 3) -> float:
     return rate if rate == rate else float("inf")
 
 
+def staging_rates(g: dict, way: str = "") -> dict:
+    """σ and σ_0 (``dcp_stage_Bps``, ``dcp_stage_own_Bps``) from a restore job's probe record ``g``: the bytes staged
+    over ``dcp_stage{way}_s`` and over ``dcp_stage{way}_own_s`` (``way`` "": the probe's stagings; "_back": those
+    timed back to back after them); None where not timed.
+
+    >>> staging_rates({"dcp_stage_B": 1e9, "dcp_stage_s": 0.5, "dcp_stage_own_s": 0.4})
+    {'dcp_stage_Bps': 2000000000.0, 'dcp_stage_own_Bps': 2500000000.0}
+    """
+    def rate(key: str):
+        return g["dcp_stage_B"] / g[key] if g.get(key) and g.get("dcp_stage_B") else None
+    return {"dcp_stage_Bps": rate(f"dcp_stage{way}_s"), "dcp_stage_own_Bps": rate(f"dcp_stage{way}_own_s")}
+
+
 def job_terms(run, restores, directory=None, gap_s: float | None = None):
     """:class:`~mlsysim.lab.distributed.terms.Terms` for the job of ``run`` (a
     :class:`~mlsysim.lab.distributed.launcher.DistributedRun` with ``plain_steps``: its busy share and churn)
@@ -64,9 +77,7 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None):
         churn_Bps=n * run.plain_churn_Bps if run.plain_churn_Bps else None, period_s=gap_s,
         churn_period_s=run.every * run.plain_step_s,
         torch_fresh_Bps=parallel_torch_fresh_Bps(size, n),
-        dcp_stage_Bps=g["dcp_stage_B"] / g["dcp_stage_s"] if g.get("dcp_stage_s") else None,
-        dcp_stage_own_Bps=g["dcp_stage_B"] / g["dcp_stage_own_s"] if g.get("dcp_stage_own_s") else None,
-        dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),
+        **staging_rates(g), dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),
         new_tensor_ddp_s_per_B=g.get("new_tensor_ddp_s_per_B"),
         new_tensor_fsdp_s_per_B=g.get("new_tensor_fsdp_s_per_B"),
         copy_piece_B=largest_tensor_B(g, run.mode, n))

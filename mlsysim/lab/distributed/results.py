@@ -167,16 +167,17 @@ def staged_back_to_back(d: dict) -> dict:
     """``d`` (a recorded run, schema 2) with DCP's staging rates taken from the probe's back-to-back stagings
     where its restore job timed them beside the held ones (a point's ``gloo`` holds ``dcp_stage_back_s`` and
     ``dcp_stage_back_own_s`` where ``dcp_stage_steps`` > 0): σ = the staged bytes / ``dcp_stage_back_s``, σ_0 the
-    same over ``dcp_stage_back_own_s``, as :func:`~mlsysim.lab.distributed.refine.job_terms` takes them from the
-    held ones. Points without them are left as they are; :func:`remodel` predicts the run again. The two timings
-    of one job set the model beside each for the same measurements; at 2 ranks and a gigabyte they came out equal
-    (0.263 and 0.262 s, ``benchmarks/records/lab_dist_one_point-2026-12-06d.json``)."""
+    same over ``dcp_stage_back_own_s`` (:func:`~mlsysim.lab.distributed.refine.staging_rates`, as
+    :func:`~mlsysim.lab.distributed.refine.job_terms` takes them from the held ones). Points without them are
+    left as they are; :func:`remodel` predicts the run again. The two timings of one job set the model beside
+    each for the same measurements; at 2 ranks and a gigabyte they came out equal (0.263 and 0.262 s,
+    ``benchmarks/records/lab_dist_one_point-2026-12-06d.json``)."""
+    from .refine import staging_rates
     out = copy.deepcopy(d)
     for q in out["points"]:
-        g = q.get("gloo") or {}
-        if g.get("dcp_stage_back_s") and g.get("dcp_stage_back_own_s") and g.get("dcp_stage_B"):
-            q["terms"]["dcp_stage_Bps"] = g["dcp_stage_B"] / g["dcp_stage_back_s"]
-            q["terms"]["dcp_stage_own_Bps"] = g["dcp_stage_B"] / g["dcp_stage_back_own_s"]
+        back = staging_rates(q.get("gloo") or {}, "_back")
+        if all(back.values()):
+            q["terms"].update(back)
     return out
 
 
