@@ -12,7 +12,7 @@ import pytest
 
 from mlsysim.errors import MlsysimError
 from mlsysim.lab.distributed import terms
-from mlsysim.lab.distributed.results import (EARLIER, across, cycles_needed, load_records, model_table,
+from mlsysim.lab.distributed.results import (EARLIER, across, cycles_needed, load_records, model_table, spread,
                                              overhead_resolution, recorded, remodel, staged_back_to_back,
                                              standard_error, targets)
 
@@ -580,6 +580,26 @@ def test_across_runs_counts_each_figure_in_every_run_and_names_a_one_sided_miss(
     assert list(load_records(tmp_path)) == ["lab_dist-a", "lab_dist-b"]
     kept = load_records()                                               # the repository's benchmarks/records
     assert len(kept) >= 11 and all(name.startswith("lab_dist-") for name in kept)
+
+
+def test_spread_says_whether_a_prediction_follows_its_figure_from_run_to_run():
+    shipped, earlier = recorded(), recorded(EARLIER)
+    rows = across({"shipped": shipped, "earlier": earlier, "again": shipped})
+    r = rows[0]
+    assert [m / p for m, p in zip(r["measured"], r["predicted"])] == pytest.approx(r["ratios"])
+    out = {s["figure"]: s for s in spread(rows)}
+    assert len(out) == 62 and all(s["runs"] == 3 for s in out.values())
+    # one figure: measured 1, 2 and 4 s, predicted 1, 1.9 and 4.2 s, against a constant prediction of 2 s
+    one = {"figure": "f", "runs": 3, "measured": [1.0, 2.0, 4.0]}
+    (follows,) = spread([{**one, "predicted": [1.0, 1.9, 4.2]}])
+    (constant,) = spread([{**one, "predicted": [2.0, 2.0, 2.0]}])
+    assert follows["tracks"] and follows["ratio_sd"] < 0.06 < 0.69 < follows["measured_sd"] < 0.7
+    assert not constant["tracks"] and constant["ratio_sd"] == pytest.approx(constant["measured_sd"])
+    assert constant["predicted_sd"] == 0.0
+    # fewer than three runs, or a value not above zero, give no row
+    assert spread([{**one, "measured": [1.0, 2.0], "predicted": [1.0, 2.0]}]) == []
+    assert spread([{**one, "predicted": [1.0, 0.0, 4.0]}]) == []
+    assert spread([{**one, "predicted": [1.0, None, 4.0]}]) == []
 
 
 def test_a_mean_needs_enough_cycles_for_the_bound_to_judge_it():

@@ -14,7 +14,8 @@ reads it, :func:`model_table` lists every figure, :func:`targets` checks the ben
 where a checkpoint's cost to the training goes, thread by thread, in the same job at a gigabyte.
 :func:`load_records` reads the other runs kept in a directory (the repository's ``benchmarks/records``) and
 :func:`across` scores every figure over all of them: in how many runs the model holds, and whether every run
-measured it on the same side of the prediction (a term the model lacks). :func:`cycles_needed` and
+measured it on the same side of the prediction (a term the model lacks); :func:`spread`, whether the prediction
+follows the figure from run to run. :func:`cycles_needed` and
 :func:`overhead_resolution` say how many checkpoints an overhead's mean needs before the bound can judge it;
 :func:`staged_back_to_back` sets a run's DCP staging to the probe's back-to-back timing, where it has one.
 """
@@ -196,7 +197,8 @@ def across(runs: dict) -> list[dict]:
     """Every figure of :func:`model_table` over several recorded runs (``{name: run}``), each run first
     predicted again by the model as it is now (:func:`remodel`), one row per figure in the first run's order:
     ``figure``, ``runs`` (how many runs have it), ``held`` and ``consistent`` (in how many runs it holds, and
-    is within two standard errors), ``ratios`` (measured / refined, in the runs' order), ``median_ratio``,
+    is within two standard errors), ``measured`` and ``predicted`` (seconds, the refined prediction, in the runs'
+    order), ``ratios`` (measured / refined, in the same order), ``median_ratio``,
     ``lowest``, ``highest``, and ``side``: ``"above"`` where every run measured more than the prediction,
     ``"below"`` where every run measured less, else ``"both"``. A prediction with no bias lands on each side
     of the measurement about as often; one side in all of 12 runs happens to it with a chance of
@@ -225,9 +227,39 @@ def across(runs: dict) -> list[dict]:
         ratios = [r["ratio"] for r in rs]
         side = "above" if all(x > 1 for x in ratios) else "below" if all(x < 1 for x in ratios) else "both"
         out.append({"figure": fig, "runs": len(rs), "held": sum(r["holds"] for r in rs),
-                    "consistent": sum(r["consistent"] for r in rs), "ratios": ratios,
+                    "consistent": sum(r["consistent"] for r in rs), "measured": [r["measured_s"] for r in rs],
+                    "predicted": [r["refined_s"] for r in rs], "ratios": ratios,
                     "median_ratio": statistics.median(ratios), "lowest": min(ratios), "highest": max(ratios),
                     "side": side})
+    return out
+
+
+def spread(rows) -> list[dict]:
+    """How far each figure's measurement, prediction and their ratio move from run to run, from rows of
+    :func:`across`: ``figure``, ``runs``, and the standard deviation over the runs of each one's natural log
+    (``measured_sd``, ``predicted_sd``, ``ratio_sd``: a fraction of the value, 0.1 about 10 %), and ``tracks``:
+    whether the ratio moved less than the measurement. A prediction built from terms timed beside the figure
+    follows what moves it (a slower disk in one run slows the probe and the job alike), and their ratio moves
+    less than either; a prediction whose terms move apart from the figure adds their spread to the
+    measurement's, and a constant would have done as well. Rows of fewer than three runs, or with a value that
+    is not above zero, are left out.
+
+    >>> rows = [{"figure": "f", "runs": 3, "measured": [1.0, 2.0, 4.0], "predicted": [1.1, 2.0, 3.6]},
+    ...         {"figure": "g", "runs": 3, "measured": [1.0, 1.0, 1.0], "predicted": [0.5, 1.0, 2.0]}]
+    >>> [(r["figure"], round(r["measured_sd"], 3), round(r["ratio_sd"], 3), r["tracks"]) for r in spread(rows)]
+    [('f', 0.693, 0.1, True), ('g', 0.0, 0.693, False)]
+    """
+    out = []
+    for r in rows:
+        pairs = list(zip(r["measured"], r["predicted"]))
+        if len(pairs) < 3 or not all(m and p and m > 0 and p > 0 for m, p in pairs):
+            continue
+        logs = {k: [math.log(v) for v in vs] for k, vs in
+                (("measured", [m for m, _ in pairs]), ("predicted", [p for _, p in pairs]),
+                 ("ratio", [m / p for m, p in pairs]))}
+        sd = {k: statistics.stdev(v) for k, v in logs.items()}
+        out.append({"figure": r["figure"], "runs": len(pairs), "measured_sd": sd["measured"],
+                    "predicted_sd": sd["predicted"], "ratio_sd": sd["ratio"], "tracks": sd["ratio"] < sd["measured"]})
     return out
 
 
