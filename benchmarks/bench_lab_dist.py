@@ -34,7 +34,10 @@ tensors into tensors the receivers allocate) and point-to-point rates, the write
 beside processes that churn memory at the rate the job's plain steps fault it in, at the `concurrent` job's
 cadence; and writing as DCP's writer does, at the DCP job's cadence), what busy processes lose beside them and
 the CPU time the host takes from this machine meanwhile, the ranks' busy share in the job's plain steps, each
-engine's fixed costs per save, the job's start and the teardown of a lost node).
+engine's fixed costs per save, the job's start and the teardown of a lost node). Each training job times its
+own copy, disk and DCP's staging once its last checkpoint is durable (:mod:`mlsysim.lab.distributed.in_job`,
+``job_terms``), and the model takes those in place of the same terms timed apart
+(:func:`mlsysim.lab.distributed.results.probed_apart` predicts a run from the apart ones again).
 
 Targets (:func:`mlsysim.lab.distributed.results.targets`): the sharded concurrent engine's stall is at
 most half of ``dcp.async_save``'s; the refined model is within ±25 % of every measured figure
@@ -68,6 +71,7 @@ JOB_TIMEOUT_S = 900          # a job's limit: 56 steps of the slowest point (4 r
 RESTORES = 5                 # each restore scheme timed five times in one job: the median
 NODE_LOSS_STEPS, NODE_LOSS_EVERY = 6, 2   # the two-node run that loses a node: three checkpoints
 PLAIN = 4                    # steps trained before any checkpoint (the first one a warm-up)
+PROBE_TERMS = 3              # each training job times its own copies, disk and DCP's staging at its end (median)
 
 
 def steps_for(state_B: float) -> int:
@@ -81,7 +85,7 @@ def _engine(run, naive: dict, refined: dict) -> dict:
             "durables_s": list(run.durables_s), "overhead_s": run.overhead_s, "overheads_s": list(run.overheads_s),
             "plain_step_s": run.plain_step_s, "plain_step_cpu_s": run.plain_step_cpu_s,
             "overheads_cpu_s": None if run.overheads_cpu_s is None else list(run.overheads_cpu_s),
-            "overhead_cpu_s": run.overhead_cpu_s,
+            "overhead_cpu_s": run.overhead_cpu_s, "job_terms": run.job_terms,
             "predicted": {"naive": naive, "refined": refined}}
 
 
@@ -115,7 +119,7 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     steps = steps_for(size_B)
     cfg = config_for(size_B, 32, layers, steps)
     kw = dict(nproc=nproc, steps=steps, every=EVERY, d_model=cfg.d_model, layers=layers, plain_steps=PLAIN,
-              timeout_s=JOB_TIMEOUT_S)
+              timeout_s=JOB_TIMEOUT_S, probe_terms=PROBE_TERMS)
     tag = f"{nproc} ranks, {cfg.state_B / 1e6:.0f} MB"
     say(f"{tag}: concurrent")
     conc = run_distributed(engine="concurrent", memory=False, **kw)   # storage only, as DCP
@@ -126,7 +130,7 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
                                               repeats=RESTORES, probe_B=min(refine.PROBE_B, cfg.state_B),
                                               stage_steps=EVERY), say)
     say(f"{tag}: the terms")
-    t = refine.job_terms(conc, rest, gap_s=EVERY * dcpa.plain_step_s)     # u_f at the DCP job's own gap
+    t = refine.job_terms(conc, rest, gap_s=EVERY * dcpa.plain_step_s, dcp_run=dcpa)   # u_f at DCP's own gap
     naive_m = predict.dist_machine(t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B))
     step_s = conc.plain_step_s
     p = predict.predict_job(cfg.state_B, nproc, "fsdp", naive_m, interval_s=EVERY * step_s)

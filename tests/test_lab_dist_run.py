@@ -165,10 +165,31 @@ def test_plain_steps_first_then_the_overhead_per_checkpoint(tmp_path):
     """Four steps without checkpoints, then one every two: checkpoints at 6 and 8 only, and the
     overhead of the one followed by two steps (6) against the plain steps' median."""
     r = run_distributed(nproc=2, engine="concurrent", memory=False, steps=8, every=2, plain_steps=4,
-                        directory=tmp_path)
+                        directory=tmp_path, probe_terms=2)
     assert r.plain_steps == 4 and len(r.stalls_s) == len(r.durables_s) == 2
     assert shards.global_steps(tmp_path / "reference") == [6, 8]
     assert r.plain_step_s > 0 and len(r.overheads_s) == 1 and r.overhead_s == r.overheads_s[0]
     assert 0 < r.plain_step_cpu_s < 4 * r.plain_step_s          # the rank's CPU time in a plain step, all threads
     assert r.plain_churn_Bps > 0                  # the memory rank 0 faults in per second while it trains
     assert r.to_dict()["overheads_s"] == list(r.overheads_s)
+    # the job timed its own copy and disk at its end: every rank's shard, its bytes summed; no file of it left
+    t = r.job_terms
+    files_B = sum(p.stat().st_size for p in (tmp_path / "reference").glob("rank-*/ckpt-000000008.data"))
+    assert t["repeats"] == 2 and t["copy_B"] == t["write_B"] == files_B        # the engines' data files, laid out
+    assert 0 < t["copy_own_s"] <= t["copy_s"] < 1 and 0 < t["write_own_s"] <= t["write_s"] < 5
+    assert not list(tmp_path.rglob("terms-*")) and shards.global_steps(tmp_path / "reference") == [6, 8]
+
+
+def test_dcps_job_times_its_staging_and_disk_at_its_end(tmp_path):
+    """DCP's job, its terms timed at its end: the staging held through a gap's steps, as its saves hold it, and
+    the disk; the newest checkpoint still the last one written."""
+    from mlsysim.lab.pytorch.engines import newest_path
+    r = run_distributed(nproc=2, engine="dcp-async", steps=8, every=2, plain_steps=4, directory=tmp_path,
+                        probe_terms=2)
+    t = r.job_terms
+    assert t["repeats"] == 2 and t["dcp_stage_steps"] == 2 and "copy_s" not in t
+    assert 0 < t["dcp_stage_own_s"] <= t["dcp_stage_s"] < 5 and 0 < t["write_own_s"] <= t["write_s"] < 5
+    assert 0.9 < t["write_B"] / t["dcp_stage_B"] < 1.1         # the ranks' own bytes, written as staged
+    assert not list(tmp_path.rglob("terms-*")) and newest_path("dcp-async", tmp_path / "reference").name.endswith("8")
+    with pytest.raises(MlsysimError, match="probe_terms must be an integer >= 0"):
+        run_distributed(steps=8, probe_terms=-1)

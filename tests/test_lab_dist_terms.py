@@ -13,7 +13,8 @@ import pytest
 from mlsysim.errors import MlsysimError
 from mlsysim.lab.distributed import terms
 from mlsysim.lab.distributed.results import (EARLIER, across, cycles_needed, load_records, model_table, spread,
-                                             overhead_resolution, recorded, remodel, staged_back_to_back,
+                                             overhead_resolution, probed_apart, recorded, remodel,
+                                             staged_back_to_back,
                                              standard_error, targets)
 
 T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
@@ -580,6 +581,40 @@ def test_across_runs_counts_each_figure_in_every_run_and_names_a_one_sided_miss(
     assert list(load_records(tmp_path)) == ["lab_dist-a", "lab_dist-b"]
     kept = load_records()                                               # the repository's benchmarks/records
     assert len(kept) >= 11 and all(name.startswith("lab_dist-") for name in kept)
+
+
+def test_terms_the_job_timed_of_itself_stand_for_those_timed_apart():
+    t = dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01)
+    apart = terms.refined_job(t, 1e9)
+    # every rank copying at once: rank 0 done at 8 GB/s of all the bytes, the last at 5 GB/s; the disk at 0.5 GB/s
+    own = terms.refined_job(dataclasses.replace(t, job_copy_own_Bps=8e9, job_copy_Bps=5e9, job_write_Bps=0.5e9), 1e9)
+    copied = 1e9 + 2 * terms.EXTRAS_PER_RANK_B
+    c, a = own["concurrent"], apart["concurrent"]
+    assert c["stall_s"] - a["stall_s"] == pytest.approx(copied / 8e9 - copied / 10e9)        # rank 0's own copy
+    assert c["overhead_s"] - a["overhead_s"] == pytest.approx(copied / 5e9 - copied / 10e9)  # the slowest rank's
+    assert own["terms"]["write_s"] == pytest.approx(copied / 0.5e9) and c["durable_s"] > a["durable_s"] + 0.9
+    more = own["dcp-async"]["durable_s"] - apart["dcp-async"]["durable_s"]
+    assert more == pytest.approx(copied / 0.5e9 - copied / 1e9)
+    # DCP's job timed its own disk: its time to durable takes it, the concurrent engine's keeps its own
+    dcp = terms.refined_job(dataclasses.replace(t, dcp_job_write_Bps=0.25e9), 1e9)
+    assert dcp["concurrent"] == apart["concurrent"] and dcp["terms"]["dcp_write_s"] == pytest.approx(copied / 0.25e9)
+    more = dcp["dcp-async"]["durable_s"] - apart["dcp-async"]["durable_s"]
+    assert more == pytest.approx(copied / 0.25e9 - copied / 1e9)
+    with pytest.raises(MlsysimError, match="job_copy_Bps must be a measured rate > 0 B/s or None"):
+        dataclasses.replace(T, job_copy_Bps=0.0)
+
+
+def test_probed_apart_takes_out_what_the_jobs_timed_of_themselves():
+    shipped = recorded()
+    assert probed_apart(shipped) == shipped                         # a run whose jobs timed none: unchanged
+    own = copy.deepcopy(shipped)
+    q = own["points"][0]
+    q["terms"].update(job_copy_Bps=1e9, job_copy_own_Bps=2e9, job_write_Bps=0.1e9, dcp_job_write_Bps=0.1e9,
+                      dcp_stage_Bps=1e9, dcp_stage_own_Bps=1e9)
+    moved, back = remodel(own)["points"][0], remodel(probed_apart(own))["points"][0]
+    assert moved["concurrent"]["predicted"] != back["concurrent"]["predicted"]
+    assert back["concurrent"]["predicted"] == remodel(shipped)["points"][0]["concurrent"]["predicted"]
+    assert back["dcp_async"]["predicted"] == remodel(shipped)["points"][0]["dcp_async"]["predicted"]
 
 
 def test_spread_says_whether_a_prediction_follows_its_figure_from_run_to_run():

@@ -273,10 +273,11 @@ class _Agent:
 
 
 def _worker_args(directory, steps, every, engine, mode, keep, seed, stop_after, checksums, persist_every,
-                 d_model, layers, memory_root, pause, node_pause, plain_steps=0) -> list:
+                 d_model, layers, memory_root, pause, node_pause, plain_steps=0, probe_terms=0) -> list:
     args = ["--dir", str(directory), "--steps", str(steps), "--every", str(every), "--engine", engine,
             "--mode", mode, "--keep", str(keep), "--seed", str(seed), "--persist-every", str(persist_every),
-            "--d-model", str(d_model), "--layers", str(layers), "--plain-steps", str(plain_steps)]
+            "--d-model", str(d_model), "--layers", str(layers), "--plain-steps", str(plain_steps),
+            "--probe-terms", str(probe_terms)]
     if memory_root is not None:
         args += ["--memory-root", str(memory_root)]
     if pause:
@@ -409,7 +410,7 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
            pause: list | None = None, random_kills: int = 0, stop_after: int | None = None,
            checksums: bool = False, keep: int = 2, timeout_s: float = 180.0, seed: int = 0, *, nodes: int = 1,
            node_losses=(), replace: bool = True, memory: bool = False, memory_root=None, persist_every: int = 1,
-           d_model: int = 32, layers: int = 2, plain_steps: int = 0) -> Attempt:
+           d_model: int = 32, layers: int = 2, plain_steps: int = 0, probe_terms: int = 0) -> Attempt:
     """One job of ``nodes`` torchrun agents with ``nproc`` ranks each, restarted up to once per planned kill.
 
     ``random_kills``: the first attempts, in each of which a random rank is SIGKILLed at a random
@@ -419,7 +420,8 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
     ``replace=False``: no replacement joins and the job continues on the nodes left (``--nnodes
     1:nodes``; one loss at most). ``memory``: the memory and peer-memory tiers, under
     ``memory_root`` (made and removed here; default: a new directory under ``/dev/shm``).
-    ``plain_steps``: the steps trained before the first checkpoint."""
+    ``plain_steps``: the steps trained before the first checkpoint; ``probe_terms``: the times the job times its
+    own terms once its last checkpoint is durable (:func:`~mlsysim.lab.distributed.in_job.time_terms`; 0: none)."""
     if not has_torch():
         raise LaunchError("the distributed lab needs PyTorch, the optional extra: pip install -e '.[torch]'")
     check_nodes(nodes)
@@ -441,7 +443,7 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
     args = _worker_args(directory, steps, every, engine, mode, keep, seed, stop_after, checksums, persist_every,
                         d_model, layers, root,
                         ",".join(["-"] * random_kills + [p or "-" for p in pause]) if pause else "",
-                        ",".join(f"{n}={v.point}@{v.step}" for n, v in victims.items()), plain_steps)
+                        ",".join(f"{n}={v.point}@{v.step}" for n, v in victims.items()), plain_steps, probe_terms)
     job = _Job(directory, nproc, nodes, args, restarts, victims, replace, random_kills, seed, root, timeout_s)
     out = job.out
     try:
@@ -527,7 +529,8 @@ class DistributedRun:
     ``overheads_s``, ``overhead_s``, the same of rank 0's CPU (:func:`~.accounting.overhead_per_checkpoint`).
     ``reference_losses``: the uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``:
     :mod:`mlsysim.lab.distributed.predict`'s for this job on this machine (with ``predict=True``); with a node
-    lost, its ``downtime_s``: each loss's teardown + the job's own start (both measured) + the predicted recovery."""
+    lost, its ``downtime_s``: each loss's teardown + the job's own start (both measured) + the predicted recovery.
+    ``job_terms``: the job's own terms, timed at its end (with ``probe_terms``; else None)."""
 
     engine: str
     mode: str
@@ -577,6 +580,7 @@ class DistributedRun:
     overhead_s: float | None = None
     overheads_cpu_s: tuple | None = None
     overhead_cpu_s: float | None = None
+    job_terms: dict | None = None
 
     def __str__(self) -> str:
         text = "\n".join(f"{k:28s} {getattr(self, k)}" for k in self.__dataclass_fields__ if k != "prediction")
@@ -627,7 +631,7 @@ def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory:
     if reference is not None:
         names = ("stall_s", "durable_s", "stalls_s", "durables_s", "prepare_s", "memory_s", "memory_stall_s",
                  "plain_step_s", "plain_step_cpu_s", "plain_churn_Bps", "plain_gloo_cpu_s", "overheads_s", "overhead_s",
-                 "overheads_cpu_s", "overhead_cpu_s")
+                 "overheads_cpu_s", "overhead_cpu_s", "job_terms")
         return dict(enumerate(reference.reference_losses, start=1)), {k: getattr(reference, k) for k in names}, None
     ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=root and root / "reference", **kw)
     ref_losses = losses(ref.events)
@@ -639,6 +643,7 @@ def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory:
         "prepare_s": next((e["prepared_s"] for e in ref.events if "prepared_s" in e), None),
         "memory_s": _median(done.get("memory_s") or []) if memory else None,
         "memory_stall_s": _median(done.get("memory_stall_s") or []) if memory else None,
+        "job_terms": next((e["job_terms"] for e in ref.events if "job_terms" in e), None),
         **{k: tuple(v) if isinstance(v, list) else v for k, v in over.items()}}, ref.events
 
 
@@ -699,7 +704,7 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
                     seed: int = 0, nodes: int = 1, persist_every: int = 1, replace: bool = True,
                     memory: bool = True, d_model: int = 32, layers: int = 2, predict: bool = False,
                     reference: DistributedRun | None = None, timeout_s: float = 300.0,
-                    plain_steps: int = 0) -> DistributedRun:
+                    plain_steps: int = 0, probe_terms: int = 0) -> DistributedRun:
     """Run the distributed lab: an uninterrupted job of ``nodes`` x ``nproc`` ranks; with ``kill``
     the same job killed and restarted by torchrun, compared with it bit for bit:
 
@@ -720,12 +725,15 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
     result of an earlier call for the same job (engine, mode, nodes, ranks, steps, checkpoints,
     seed, model), whose uninterrupted run is reused instead of launched again. ``directory``: where
     the runs write (default: a temporary one, removed afterwards). ``plain_steps``: the first steps
-    train without checkpoints, and the overhead per checkpoint is measured against them."""
+    train without checkpoints, and the overhead per checkpoint is measured against them. ``probe_terms``: the
+    uninterrupted job times its own terms that many times at its end (``job_terms``)."""
     check_nodes(nodes)
     job = {"engine": engine, "mode": mode, "nodes": nodes, "world_size": nproc * nodes, "steps": steps,
            "every": every, "persist_every": persist_every, "seed": seed, "d_model": d_model, "layers": layers,
            "plain_steps": plain_steps}
     _check_run(job, reshard_to, kill, replace, reference)
+    if type(probe_terms) is not int or probe_terms < 0:
+        raise MlsysimError(f"probe_terms must be an integer >= 0 (times the job times its terms), got {probe_terms!r}")
     loss_steps = node_loss_steps(steps, every, replace) if kill == "node" else ()
     t0 = time.perf_counter()
     own_tmp = directory is None
@@ -739,7 +747,7 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
                 raise MlsysimError(f"{d} holds files this lab did not write; use another directory")
         kw = {"every": every, "engine": engine, "mode": mode, "seed": seed, "persist_every": persist_every,
               "d_model": d_model, "layers": layers, "memory": memory, "timeout_s": timeout_s,
-              "plain_steps": plain_steps}
+              "plain_steps": plain_steps, "probe_terms": probe_terms}
         ref_losses, ref, ref_events = _reference_run(base, nproc, steps, nodes, root, memory, reference, kw)
         got = {"kills": (), "resumed_from": (), "resumed_exactly": None, "bytes_read_per_rank": (),
                "reshard_to": reshard_to, "reshard_equal": None, "reshard_loss_max_abs": None}

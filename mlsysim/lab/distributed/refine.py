@@ -45,7 +45,29 @@ def staging_rates(g: dict, way: str = "") -> dict:
     return {"dcp_stage_Bps": rate(f"dcp_stage{way}_s"), "dcp_stage_own_Bps": rate(f"dcp_stage{way}_own_s")}
 
 
-def job_terms(run, restores, directory=None, gap_s: float | None = None):
+def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
+    """The terms two training jobs timed of themselves at their end (``job_terms`` of the ``concurrent`` job,
+    ``own``, and of DCP's, ``dcp``: :func:`~mlsysim.lab.distributed.in_job.time_terms`) as
+    :class:`~mlsysim.lab.distributed.terms.Terms`' fields: c_N until the last rank and until rank 0 is done, each
+    job's W_N, DCP's σ and σ_0; none for a job that timed none.
+
+    >>> r = in_job_rates({"copy_B": 1e9, "copy_s": 0.1, "copy_own_s": 0.08, "write_B": 1e9, "write_s": 0.5},
+    ...                  {"dcp_stage_B": 1e9, "dcp_stage_s": 0.4, "dcp_stage_own_s": 0.3, "write_B": 1e9,
+    ...                   "write_s": 1.0})
+    >>> [round(r[k] / 1e9, 2) for k in ("job_copy_Bps", "job_copy_own_Bps", "job_write_Bps", "dcp_job_write_Bps",
+    ...                                   "dcp_stage_Bps", "dcp_stage_own_Bps")]
+    [10.0, 12.5, 2.0, 1.0, 2.5, 3.33]
+    """
+    out = {}
+    if own:
+        out.update(job_copy_Bps=own["copy_B"] / own["copy_s"], job_copy_own_Bps=own["copy_B"] / own["copy_own_s"],
+                   job_write_Bps=own["write_B"] / own["write_s"])
+    if dcp:
+        out.update(dcp_job_write_Bps=dcp["write_B"] / dcp["write_s"], **staging_rates(dcp))
+    return out
+
+
+def job_terms(run, restores, directory=None, gap_s: float | None = None, dcp_run=None):
     """:class:`~mlsysim.lab.distributed.terms.Terms` for the job of ``run`` (a
     :class:`~mlsysim.lab.distributed.launcher.DistributedRun` with ``plain_steps``: its busy share and churn)
     at the state size of ``restores`` (a :class:`~mlsysim.lab.distributed.restore.RestoreComparison` of the
@@ -54,7 +76,9 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None):
     u_c at ``run``'s gap between checkpoints (``every`` x its plain step), u_f at ``gap_s``, the DCP job's
     (default ``run``'s). Where ``run`` is not the DCP job, pass the DCP job's gap: the two jobs' plain steps
     differ (by 0.88 to 2.06 times in the kept runs). The copies are timed in pieces of a rank's largest tensor
-    in ``run``'s mode (:func:`largest_tensor_B`)."""
+    in ``run``'s mode (:func:`largest_tensor_B`). Where ``run`` and ``dcp_run`` (the DCP job) timed their own
+    terms at their end (``job_terms``), :func:`in_job_rates` gives the model those: they stand for the copies,
+    the disk and DCP's staging timed here and in the restore job."""
     from .terms import measure_terms, parallel_torch_fresh_Bps
     g = restores.gloo
     if not g:
@@ -77,7 +101,8 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None):
         churn_Bps=n * run.plain_churn_Bps if run.plain_churn_Bps else None, period_s=gap_s,
         churn_period_s=run.every * run.plain_step_s,
         torch_fresh_Bps=parallel_torch_fresh_Bps(size, n),
-        **staging_rates(g), dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),
+        **{**staging_rates(g), **in_job_rates(run.job_terms, dcp_run and dcp_run.job_terms)},
+        dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),
         new_tensor_ddp_s_per_B=g.get("new_tensor_ddp_s_per_B"),
         new_tensor_fsdp_s_per_B=g.get("new_tensor_fsdp_s_per_B"),
         copy_piece_B=largest_tensor_B(g, run.mode, n))

@@ -17,7 +17,8 @@ where a checkpoint's cost to the training goes, thread by thread, in the same jo
 measured it on the same side of the prediction (a term the model lacks); :func:`spread`, whether the prediction
 follows the figure from run to run. :func:`cycles_needed` and
 :func:`overhead_resolution` say how many checkpoints an overhead's mean needs before the bound can judge it;
-:func:`staged_back_to_back` sets a run's DCP staging to the probe's back-to-back timing, where it has one.
+:func:`staged_back_to_back` sets a run's DCP staging to the probe's back-to-back timing, where it has one;
+:func:`probed_apart` takes out the terms its jobs timed of themselves.
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ CPU = "data/cpu_breakdown.json"          # where a checkpoint's cost goes: bench
 #: the repository's other recorded runs, beside the package (installed editable, as the course's setup does)
 KEPT = Path(__file__).resolve().parents[3] / "benchmarks" / "records"
 ENGINES = (("concurrent", "concurrent"), ("dcp_async", "dcp-async"))   # (a point's key, the name in its figures)
+#: the terms the training jobs time of themselves (:func:`~mlsysim.lab.distributed.refine.in_job_rates`)
+JOB_RATES = ("job_copy_Bps", "job_copy_own_Bps", "job_write_Bps", "dcp_job_write_Bps")
 
 
 def recorded(record: str = RECORD) -> dict:
@@ -179,6 +182,21 @@ def staged_back_to_back(d: dict) -> dict:
         back = staging_rates(q.get("gloo") or {}, "_back")
         if all(back.values()):
             q["terms"].update(back)
+    return out
+
+
+def probed_apart(d: dict) -> dict:
+    """``d`` (a recorded run, schema 2) with the terms its training jobs timed of themselves at their end (the
+    ``job_*`` rates and DCP's staging from its job, :func:`~mlsysim.lab.distributed.refine.in_job_rates`) taken out:
+    the copies and the disk as the benchmark timed them apart, DCP's staging as its restore job did. Points
+    without them are left as they are; :func:`remodel` predicts the run again, so the two ways of timing the same
+    terms can be set beside the same measurements."""
+    from .refine import staging_rates
+    out = copy.deepcopy(d)
+    for q in out["points"]:
+        t = q["terms"]
+        if any(t.get(k) is not None for k in JOB_RATES):
+            t.update({k: None for k in JOB_RATES}, **staging_rates(q.get("gloo") or {}))
     return out
 
 

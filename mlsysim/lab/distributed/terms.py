@@ -12,7 +12,9 @@ timings in the same run):
 ======  ======================================================  =====================================
   C     cores (``os.cpu_count()``)                              the operating system
   c_N   aggregate copy rate of N threads copying at once, in    :func:`parallel_copy_Bps` (one piece a thread
-        pieces of a rank's largest tensor                       in the kept runs up to 2026-12-05k)
+        pieces of a rank's largest tensor                       in the kept runs up to 2026-12-05k); or in
+                                                                the job, its ranks' own shards at its end
+                                                                (:mod:`.in_job`, ``job_copy_Bps``)
   f_N   the same into memory allocated just before (faults)     :func:`parallel_copy_Bps` (``fresh``)
   F_N   the same into tensors PyTorch has just allocated        :func:`parallel_torch_fresh_Bps`
   n_x   what N processes' new PyTorch tensors cost beyond a     :func:`.probes.new_tensors_s` (the median of one
@@ -28,14 +30,16 @@ timings in the same run):
                                                                 :func:`.results.staged_back_to_back`);
                                                                 back to back alone in the kept runs up
                                                                 to 2026-12-06b; σ_s in
-                                                                :func:`.probes.engine_probe`)
+                                                                :func:`.probes.engine_probe`); or in the
+                                                                DCP job itself at its end (:mod:`.in_job`)
   k     this package's CRC-32 (zlib-ng), one core               :func:`~mlsysim.lab.floors.measure_floors`
   p     ``os.write`` into the page cache, one core              :func:`~mlsysim.lab.floors.measure_floors`
   h     the same into memory the host has taken back            :func:`reclaimed_write_Bps` (best of 2)
   W     the disk's write + ``fsync`` of S as it runs (median)   :func:`measure_terms` (write rounds)
   r     a cold read from the disk                               :func:`~mlsysim.lab.floors.measure_floors`
   W_N   the disk's write + ``fsync`` of S, N writers at once,   :func:`.disk.shared_write_Bps` (median of rounds;
-        each a new file                                         up to 2026-12-05l, S capped, files rewritten)
+        each a new file                                         up to 2026-12-05l, S capped, files rewritten);
+                                                                or each engine's job at its end (:mod:`.in_job`)
   r_N   cold reads of N files by N readers at once              :func:`.disk.shared_reads_Bps` (best of two)
   r_1N  cold reads of the same files by each of N readers       :func:`.disk.shared_reads_Bps` (best of two)
   r_S   r_N of the job's own shard files, in the restore job     :func:`.probes.shard_read_s` (the median of one
@@ -275,7 +279,8 @@ _RULES = (
     (("copy_Bps", "parallel_copy_Bps", "parallel_fresh_Bps", "fresh_copy_Bps", "crc_Bps", "cache_write_Bps",
       "write_Bps", "read_cold_Bps"), 0.0, False, "a measured rate > 0 B/s"),
     (("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps", "map_read_Bps", "shard_read_Bps",
-      "dcp_stage_own_Bps", "parallel_map_read_Bps"), 0.0, False, "a measured rate > 0 B/s or None"),
+      "dcp_stage_own_Bps", "parallel_map_read_Bps", "job_copy_Bps", "job_copy_own_Bps", "job_write_Bps",
+      "dcp_job_write_Bps"), 0.0, False, "a measured rate > 0 B/s or None"),
     (("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s", "dcp_stage_small_s"), 0.0, True,
      "a measured time >= 0 s or None"),
     (("dcp_overhead_s", "own_overhead_s"), -math.inf, False, "a measured time in seconds or None"),   # differences
@@ -296,7 +301,10 @@ class Terms:
     ``copy_piece_B``: the piece c_N and f_N were copied in, a rank's largest tensor (None: one piece a thread,
     as in the kept runs up to 2026-12-05k); ``shared_write_B``: the bytes W_N's writers wrote in all, each a new
     file (None: at most :data:`PROBE_CAP_B`, each round rewriting the files of the one before, as in the kept
-    runs up to 2026-12-05l)."""
+    runs up to 2026-12-05l). ``job_*``: the same terms timed in the training job itself once its last checkpoint
+    is durable (:mod:`~mlsysim.lab.distributed.in_job`): c_N, until the last rank is done and until rank 0 is
+    (``job_copy_Bps``, ``job_copy_own_Bps``), W_N of the ``concurrent`` job (``job_write_Bps``) and of DCP's
+    (``dcp_job_write_Bps``); where given, they stand for the terms timed apart (None: not timed so)."""
 
     cores: int
     world: int
@@ -348,6 +356,10 @@ class Terms:
     copy_piece_B: float | None = None
     shared_write_B: float | None = None
     parallel_map_read_Bps: float | None = None
+    job_copy_Bps: float | None = None
+    job_copy_own_Bps: float | None = None
+    job_write_Bps: float | None = None
+    dcp_job_write_Bps: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -557,14 +569,15 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
     or the guest's."""
     total, rank, copied = _sizes(t, size_B, mode)
     n, c = t.world, t.cores
-    write = total / (t.shared_write_Bps or t.write_Bps)
+    write = total / (t.job_write_Bps or t.shared_write_Bps or t.write_Bps)
     k, p = rank / t.crc_Bps, rank / t.cache_write_Bps
     rho = 1.0 if t.busy_share is None else min(1.0, t.busy_share)    # a rank: one thread that computes
     slowed = share(n, c)                         # the writers take the cores first, the ranks run in the rest
-    out = {"terms": {"copy_s": copied / t.parallel_copy_Bps, "fresh_copy_s": copied / t.parallel_fresh_Bps,
+    copy = copied / (t.job_copy_Bps or t.parallel_copy_Bps)          # the slowest rank's copy holds the others
+    out = {"terms": {"copy_s": copy, "fresh_copy_s": copied / t.parallel_fresh_Bps,
                      "write_s": write, "crc_s": k, "cache_write_s": p, "share_training": share(2 * n, c),
                      "writers_slowed": slowed}}
-    stall = copied / t.parallel_copy_Bps + (t.own_stall_s or 0.0)     # the copy, then the fixed cost per call
+    stall = copied / (t.job_copy_own_Bps or t.parallel_copy_Bps) + (t.own_stall_s or 0.0)   # copy, fixed cost
     lat = t.latency_s
     cpu_s = (k + p) * slowed                     # the writers' CPU work, N writers on C cores
     loss = n * (k + p) / c
@@ -597,7 +610,9 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
     if t.own_durable_beside_s is not None:       # the same, timed beside the training's steps
         fixed_d = max(0.0, t.own_durable_beside_s - (t.own_stall_s or 0.0))
     out["concurrent"] = {"stall_s": stall, "durable_s": stall + writers + fixed_d,
-                         "overhead_s": copied / t.parallel_copy_Bps + fixed_o + loss}
+                         "overhead_s": copy + fixed_o + loss}
+    if t.dcp_job_write_Bps:                      # the disk as DCP's own job met it
+        out["terms"]["dcp_write_s"] = total / t.dcp_job_write_Bps
     if t.torch_crc_Bps:
         rebacked = (t.writer_cpu_reclaimed_s_per_B - t.writer_cpu_s_per_B) * total if u_back else 0.0
         out["dcp-async"] = _dcp_job(t, out["terms"], rank, copied, taken_back, max(0.0, rebacked), loss)
@@ -630,7 +645,8 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
         extra += backed
         from_training += max(0.0, backed - rebacked / n)     # u_h re-backed this package's windows only
     cached = (k + p + extra) * terms["writers_slowed"]     # into the page cache; written back only by fsync
-    return {"stall_s": own + fixed_s, "durable_s": copy + fixed_s + cached + terms["write_s"] + fixed_d,
+    write = terms.get("dcp_write_s", terms["write_s"])
+    return {"stall_s": own + fixed_s, "durable_s": copy + fixed_s + cached + write + fixed_d,
             "overhead_s": copy + max(fixed_s, (t.dcp_overhead_s or 0.0) - small) + loss
             + n * from_training / c}
 

@@ -1,61 +1,56 @@
 """One rank of the distributed lab's job: ``torchrun --nproc-per-node N -m mlsysim.lab.distributed.worker``.
 
 Needs the optional extra (PyTorch). Every rank builds the lab's transformer
-(:class:`~mlsysim.lab.pytorch.train.TinyDecoder`) from the same seed, then either shards it with
-FSDP2 (``--mode fsdp``: ``fully_shard`` on each block and on the root, so every rank holds
-``ceil(rows / N)`` rows of each parameter and of AdamW's two moments) or replicates it with
-DDP (``--mode ddp``). The global batch of ``batch`` windows comes from the lab's
-:class:`~mlsysim.lab.pytorch.train.ResumableSampler` (seeded, resumable); rank ``r`` trains on
-its ``batch / N`` windows ``[r b/N, (r + 1) b/N)``, so a run at N = 4 and one at N = 2 see
-the same data at every step. Gradients are averaged over the ranks (FSDP2's reduce-scatter,
-DDP's all-reduce) and the step's loss is the mean of the ranks' losses (an all-reduce), so
-the runs differ only in the order of their floating-point reductions. Dropout is off: its
-masks would depend on which rank draws them.
+(:class:`~mlsysim.lab.pytorch.train.TinyDecoder`) from the same seed, then either shards it with FSDP2 (``--mode
+fsdp``: ``fully_shard`` on each block and on the root, so every rank holds ``ceil(rows / N)`` rows of each
+parameter and of AdamW's two moments) or replicates it with DDP (``--mode ddp``). The global batch of ``batch``
+windows comes from the lab's :class:`~mlsysim.lab.pytorch.train.ResumableSampler` (seeded, resumable); rank ``r``
+trains on its ``batch / N`` windows ``[r b/N, (r + 1) b/N)``, so a run at N = 4 and one at N = 2 see the same data
+at every step. Gradients are averaged over the ranks (FSDP2's reduce-scatter, DDP's all-reduce) and the step's loss
+is the mean of the ranks' losses (an all-reduce), so the runs differ only in the order of their floating-point
+reductions. Dropout is off: its masks would depend on which rank draws them.
 
 Checkpoints every ``--every`` steps with ``--engine``:
 
-* ``sync`` / ``concurrent`` — this package's engines (:mod:`mlsysim.lab.engines`), one per
-  rank, each writing only the rank's own shard (the local tensors of the DTensors and its
-  part of the optimizer state) into ``rank-<r>/`` (:mod:`mlsysim.lab.distributed.shards`). Once a
-  rank's shard is durable, it sends its shard record to rank 0 (``gather_object`` on a
-  process group of its own, so that a background writer never interleaves with training's
+* ``sync`` / ``concurrent`` — this package's engines (:mod:`mlsysim.lab.engines`), one per rank, each writing only
+  the rank's own shard (the local tensors of the DTensors and its part of the optimizer state) into ``rank-<r>/``
+  (:mod:`mlsysim.lab.distributed.shards`). Once a rank's shard is durable, it sends its shard record to rank 0
+  (``gather_object`` on a process group of its own, so that a background writer never interleaves with training's
   collectives); rank 0 writes the global commit record, then prunes.
-* ``dcp`` / ``dcp-async`` — PyTorch's ``dcp.save`` / ``dcp.async_save`` of ``get_state_dict``
-  (through :class:`~mlsysim.lab.pytorch.engines.DcpEngine`), loaded with DCP's own resharding.
+* ``dcp`` / ``dcp-async`` — PyTorch's ``dcp.save`` / ``dcp.async_save`` of ``get_state_dict`` (through
+  :class:`~mlsysim.lab.pytorch.engines.DcpEngine`), loaded with DCP's own resharding.
 
-**Tiers** (:mod:`mlsysim.lab.distributed.tiers`; with ``--memory-root`` and this package's engines).
-At every checkpoint a second engine of the same kind writes the rank's shard into its node's
-memory tier, ``<memory-root>/<node>/rank-<r>/`` (the node is ``$MLSYSIM_NODE``, set per agent):
-``concurrent`` snapshots it in the training loop and does the rest in the background. Once the
-shard is there, the rank exchanges the file with its counterpart on the next node (``isend`` /
-``irecv`` of its bytes on a third process group, the tiers' own), which writes it into its own
-node's memory tier as a replica; the ranks all-gather their shard records, each node's first
-rank writes the node's global record (the shards it wrote, those it holds as replicas) and
-prunes the node's older checkpoints, and a barrier makes the checkpoint complete on every node
-(``{"memory": s, "memory_s": x}``, x: seconds from the snapshot until then). Every
-``--persist-every``-th checkpoint also goes to durable storage as above.
+**Tiers** (:mod:`mlsysim.lab.distributed.tiers`; with ``--memory-root`` and this package's engines). At every
+checkpoint a second engine of the same kind writes the rank's shard into its node's memory tier,
+``<memory-root>/<node>/rank-<r>/`` (the node is ``$MLSYSIM_NODE``, set per agent): ``concurrent`` snapshots it in
+the training loop and does the rest in the background. Once the shard is there, the rank exchanges the file with
+its counterpart on the next node (``isend`` / ``irecv`` of its bytes on a third process group, the tiers' own),
+which writes it into its own node's memory tier as a replica; the ranks all-gather their shard records, each node's
+first rank writes the node's global record (the shards it wrote, those it holds as replicas) and prunes the node's
+older checkpoints, and a barrier makes the checkpoint complete on every node (``{"memory": s, "memory_s": x}``, x:
+seconds from the snapshot until then). Every ``--persist-every``-th checkpoint also goes to durable storage as
+above.
 
-**Resume.** On start every rank lists its node's memory tier and the ranks all-gather what
-each node holds. The newest memory checkpoint that the live nodes hold completely and that is
-not older than the newest durable global commit is loaded from memory: a shard missing on a
-node (a replacement joins with an empty memory tier) is first read by a rank of a node that
-holds it and sent point to point (:func:`mlsysim.lab.distributed.tiers.plan_recovery`); each rank
-then reads and verifies (size, CRC-32) what it needs from its own node's memory. Else the job
-reads the newest global checkpoint of durable storage that every rank verifies (dropping the
-files' cached pages first, as on a machine that never held them), skipping one that a rank
-cannot verify with a warning naming the shard; else it starts from scratch. Any world size
-can load any checkpoint (FSDP's rows are re-cut, :func:`mlsysim.lab.distributed.shards.read_for_rank`).
-Bytes are counted per tier: read from durable storage, read from memory, received from a peer.
+**Resume.** On start every rank lists its node's memory tier and the ranks all-gather what each node holds. The
+newest memory checkpoint that the live nodes hold completely and that is not older than the newest durable global
+commit is loaded from memory: a shard missing on a node (a replacement joins with an empty memory tier) is first
+read by a rank of a node that holds it and sent point to point
+(:func:`mlsysim.lab.distributed.tiers.plan_recovery`); each rank then reads and verifies (size, CRC-32) what it
+needs from its own node's memory. Else the job reads the newest global checkpoint of durable storage that every
+rank verifies (dropping the files' cached pages first, as on a machine that never held them), skipping one that a
+rank cannot verify with a warning naming the shard; else it starts from scratch. Any world size can load any
+checkpoint (FSDP's rows are re-cut, :func:`mlsysim.lab.distributed.shards.read_for_rank`). Bytes are counted per
+tier: read from durable storage, read from memory, received from a peer.
 
-Output: JSON lines on stdout. Every rank prints ``{"start": attempt, "rank": r, "pid": p,
-"node": n}`` (attempt: the largest restart count of the ranks' agents); rank 0 prints
-``{"warning": ...}``, ``{"resumed_from": s or null, "source": "memory" | "peer-memory" |
-"storage" | null, "bytes_read": [...], "storage_bytes": [...], "memory_bytes": [...],
-"peer_bytes": [...], "recovery_s": x, ...}`` (per rank; ``recovery_s``: the slowest rank's seconds from the
+Output: JSON lines on stdout. Every rank prints ``{"start": attempt, "rank": r, "pid": p, "node": n}`` (attempt: the
+largest restart count of the ranks' agents); rank 0 prints ``{"warning": ...}``, ``{"resumed_from": s or null,
+"source": "memory" | "peer-memory" | "storage" | null, "bytes_read": [...], "storage_bytes": [...], "memory_bytes":
+[...], "peer_bytes": [...], "recovery_s": x, ...}`` (per rank; ``recovery_s``: the slowest rank's seconds from the
 start of loading to training resumed), ``{"step": s, "loss": "<float.hex>", "t": clock}``, ``{"commit": s,
-"durable_s": y, "shard_s": z}`` (z: when rank 0's own shard was durable; this package's engines only),
-``{"memory": s, "memory_s": x}``, ``{"checksums": s, "crc32": {key: crc}}`` (with ``--checksums``: CRC-32 of
-every full, gathered tensor at each checkpoint and after loading) and ``{"done": true, ...}``.
+"durable_s": y, "shard_s": z}`` (z: when rank 0's own shard was durable; this package's engines only), ``{"memory":
+s, "memory_s": x}``, ``{"checksums": s, "crc32": {key: crc}}`` (with ``--checksums``: CRC-32 of every full, gathered
+tensor at each checkpoint and after loading), ``{"done": true, ...}`` and, with ``--probe-terms N``, ``{"job_terms":
+{...}}`` (:func:`mlsysim.lab.distributed.in_job.time_terms`, timed N times once the last checkpoint is durable).
 
 ``--pause POINT@STEP:RANK[,...]`` — the i-th item applies to the i-th attempt of the job and
 stops rank RANK (SIGSTOP, under its engine's lock) at POINT of step STEP, printing
@@ -66,8 +61,7 @@ SIGKILL it exactly there: ``step`` (after the backward pass, before the update),
 (after the global commit, rank 0) and ``memory`` (the memory checkpoint is complete on every
 node); for a node only, ``stored`` (``memory``, and durable storage holds the global commit of
 the newest checkpoint up to this one that goes there). ``-`` skips an attempt.
-``--node-pause NODE=POINT@STEP[,...]`` stops the first rank of node NODE there, whatever the
-attempt, so that the driver can take the whole node down there.
+``--node-pause NODE=POINT@STEP[,...]`` stops the first rank of node NODE there, whatever the attempt.
 Under :mod:`mlsysim.lab.distributed.launcher` (torchrun with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``)
 rank 0 hosts a new store for the workers in every round of the rendezvous (:func:`init`); the
 agents of two nodes count their restarts apart, so the attempt is the largest count.
@@ -756,6 +750,11 @@ def _finish(r: _Rank, engine, memory_tier: MemoryTier | None) -> None:
     if r.rank == 0:
         _say(done=True, stall_s=[x.stall_s for x in engine.summary()], memory_stall_s=[m[0] for m in memory],
              memory_s=[m[1] for m in memory])
+    if r.a.probe_terms:                            # the job's own terms, its checkpoints all durable
+        from .in_job import time_terms
+        terms = time_terms(r.group, r.job, r.a.dir, r.own, r.a.probe_terms, steps=r.a.every)
+        if r.rank == 0:
+            _say(job_terms=terms)
     r.stalls.clear()
     dist.destroy_process_group()
 
@@ -781,6 +780,7 @@ def main(argv=None) -> int:
     p.add_argument("--pause", default="")
     p.add_argument("--node-pause", default="")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
+    p.add_argument("--probe-terms", type=int, default=0, help="time the job's own terms this many times at its end")
     a = p.parse_args(argv)
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     _store = init(restart, timedelta(seconds=a.timeout))   # noqa: F841  (kept alive with the group)

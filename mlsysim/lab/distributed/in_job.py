@@ -1,0 +1,97 @@
+"""The training job's own terms, timed in the job itself once its last checkpoint is durable (every rank
+calls :func:`time_terms`; needs PyTorch, imported by the worker that calls it).
+
+The refined model (:mod:`mlsysim.lab.distributed.terms`) predicts a checkpoint from rates timed apart from
+it: the copies and the disk in the benchmark's own process after the training jobs, DCP's staging in the
+restore job. Over the kept runs those predictions moved from run to run more than the figures they predict
+(:func:`mlsysim.lab.distributed.results.spread`), while the restores, whose terms are timed between their
+own rounds, were followed closely. Timed here, a term meets what the job's checkpoints met seconds before:
+the same processes and their memory, the disk as it runs now.
+
+* the copy of a rank's shard into a buffer touched before, as this package's engines snapshot it
+  (:func:`mlsysim.lab.store.fill` of the shard's :func:`~mlsysim.lab.store.layout`; their own engines only);
+* the write + ``fsync`` of a rank's bytes into a new file, every rank at once, the file before deleted first
+  (:func:`mlsysim.lab.floors.write_once`: the engines' 16 MiB writes, writeback started chunk by chunk);
+* DCP's staging of the job's state (:func:`~mlsysim.lab.distributed.probes.dcp_stage`, each staging held while
+  the job trains ``steps`` steps, as a save's staging is held; DCP's jobs only).
+
+Each is timed ``repeats`` times, every rank at once after a barrier: until the last rank is done (``*_s``, the
+median) and until this rank is (``*_own_s``), with the bytes summed over the ranks (``*_B``).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+from ...errors import MlsysimError, check_integer
+
+
+def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 0) -> dict:
+    """In a running gloo job (every rank calls it, after its last checkpoint is durable): ``copy_s``,
+    ``copy_own_s`` and ``copy_B`` (``own``: this package's engines' job), ``write_s``, ``write_own_s`` and
+    ``write_B`` (the write + ``fsync`` of the rank's bytes in a directory of its own under ``directory``,
+    removed afterwards), DCP's staging (not ``own``: the keys of
+    :func:`~mlsysim.lab.distributed.probes.dcp_stage`, held through ``steps`` of the job's steps), and
+    ``repeats``."""
+    check_integer("repeats", repeats)
+    out: dict = {"repeats": repeats}
+    if own:
+        from .. import store
+        state, _ = job.shard_state()
+        lay = store.layout(state, 0)
+        data = np.empty(lay.size_B, dtype=np.uint8)
+        data.fill(0)                           # touched, as an engine's buffers are before its first save
+        out.update(_timed("copy", group, lambda i: store.fill(data, lay), repeats, lay.size_B))
+    else:
+        from .probes import dcp_stage, local_B
+        stage = dcp_stage(group, job, repeats, steps)
+        if stage is None:
+            raise MlsysimError("this PyTorch's FileSystemWriter is not a stager: DCP's staging cannot be timed")
+        out.update(stage)
+        data = np.full(sum(local_B(t) for t in job.tensors().values()), 7, dtype=np.uint8)
+    out.update(_writes(group, directory, data, repeats))
+    return out
+
+
+def _timed(name: str, group, work, repeats: int, size_B: int, before=None) -> dict:
+    """``work(i)`` on every rank at once, i = 0 .. ``repeats`` - 1, each after ``before(i)`` (untimed) and a
+    barrier: {name_s: until the last rank is done, name_own_s: until this one is (medians), name_B: the bytes,
+    summed over the ranks}."""
+    import torch
+    import torch.distributed as dist
+    times, own = [], []
+    for i in range(repeats):
+        if before is not None:
+            before(i)
+        dist.barrier(group=group)
+        t0 = time.perf_counter()
+        work(i)
+        own.append(time.perf_counter() - t0)
+        dist.barrier(group=group)
+        times.append(time.perf_counter() - t0)
+    total = torch.tensor(float(size_B))
+    dist.all_reduce(total, group=group)
+    return {f"{name}_s": statistics.median(times), f"{name}_own_s": statistics.median(own),
+            f"{name}_B": float(total)}
+
+
+def _writes(group, directory, data: np.ndarray, repeats: int) -> dict:
+    """The write + ``fsync`` of ``data`` into a new file, every rank at once, ``repeats`` times, each after the
+    file before is deleted (untimed, as the job deletes its older checkpoint outside the time to durable); the
+    rank's directory removed after."""
+    from ..floors import write_once
+    own_dir = tempfile.mkdtemp(prefix=f"terms-{os.getpid()}-", dir=directory)
+    paths = [os.path.join(own_dir, f"w{i}.bin") for i in range(repeats)]
+
+    def delete_before(i: int) -> None:
+        if i:
+            os.remove(paths[i - 1])
+    try:
+        return _timed("write", group, lambda i: write_once(paths[i], data), repeats, data.nbytes, delete_before)
+    finally:
+        shutil.rmtree(own_dir, ignore_errors=True)
