@@ -187,8 +187,9 @@ def test_dcps_job_times_its_staging_and_disk_at_its_end(tmp_path):
     r = run_distributed(nproc=2, engine="dcp-async", steps=8, every=2, plain_steps=4, directory=tmp_path,
                         probe_terms=2)
     t = r.job_terms
-    assert t["repeats"] == 2 and t["dcp_stage_steps"] == 2 and "copy_s" not in t
+    assert t["repeats"] == 2 and t["dcp_stage_steps"] == 2 and "copy_s" not in t and not t["dcp_stage_freed_first"]
     assert 0 < t["dcp_stage_own_s"] <= t["dcp_stage_s"] < 5 and 0 < t["write_own_s"] <= t["write_s"] < 5
+    assert 0 < t["dcp_stage_freed_own_s"] <= t["dcp_stage_freed_s"] < 5       # each freed before the gap's steps
     assert 0.9 < t["write_B"] / t["dcp_stage_B"] < 1.1         # the ranks' own bytes, written as staged
     assert not list(tmp_path.rglob("terms-*")) and newest_path("dcp-async", tmp_path / "reference").name.endswith("8")
     with pytest.raises(MlsysimError, match="probe_terms must be an integer >= 0"):

@@ -13,7 +13,9 @@ the same processes and their memory, the disk as it runs now.
 * the write + ``fsync`` of a rank's bytes into a new file, every rank at once, the file before deleted first
   (:func:`mlsysim.lab.floors.write_once`: the engines' 16 MiB writes, writeback started chunk by chunk);
 * DCP's staging of the job's state (:func:`~mlsysim.lab.distributed.probes.dcp_stage`, each staging held while
-  the job trains ``steps`` steps, as a save's staging is held; DCP's jobs only).
+  the job trains ``steps`` steps, as a save's staging is held; then each freed before those steps, as a save's
+  staging is freed once durable, long before the next: ``dcp_stage_freed_s``, ``dcp_stage_freed_own_s``; DCP's
+  jobs only).
 
 Each is timed ``repeats`` times, every rank at once after a barrier: until the last rank is done (``*_s``, the
 median) and until this rank is (``*_own_s``), with the bytes summed over the ranks (``*_B``).
@@ -52,7 +54,9 @@ def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 
         stage = dcp_stage(group, job, repeats, steps)
         if stage is None:
             raise MlsysimError("this PyTorch's FileSystemWriter is not a stager: DCP's staging cannot be timed")
-        out.update(stage)
+        freed = dcp_stage(group, job, repeats, steps, freed_first=True)
+        out.update(stage, **{k.replace("dcp_stage", "dcp_stage_freed"): v for k, v in freed.items()
+                             if k in ("dcp_stage_s", "dcp_stage_own_s")})
         data = np.full(sum(local_B(t) for t in job.tensors().values()), 7, dtype=np.uint8)
     out.update(_writes(group, directory, data, repeats))
     return out

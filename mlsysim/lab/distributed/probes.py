@@ -135,7 +135,7 @@ def fixed_overhead_s(job, group, save, wait, steps: int, repeats: int, first_ste
     return statistics.median(over)
 
 
-def dcp_stage(group, job, repeats: int = 3, steps: int = 0) -> dict | None:
+def dcp_stage(group, job, repeats: int = 3, steps: int = 0, freed_first: bool = False) -> dict | None:
     """In a running gloo job (every rank calls it): the seconds of DCP's staging of ``job``'s state at its
     full size, every rank at once (``dcp_stage_s``, the median of ``repeats``, until the last rank is done;
     ``dcp_stage_own_s``, until this rank is, as the job times its own stall) and the bytes staged, summed over
@@ -149,7 +149,11 @@ def dcp_stage(group, job, repeats: int = 3, steps: int = 0) -> dict | None:
     ``steps`` = 0: each staging freed before the next, at once. ``steps`` > 0: as the job's saves meet it, each
     staging held while ``job`` trains ``steps`` steps (a save holds its staging until durable while the
     training goes on), then freed and the next made at once, after one such staging untimed
-    (``dcp_stage_steps`` says which). What a staging costs depends on what its memory did since the last one:
+    (``dcp_stage_steps`` says which); with ``freed_first``, each staging freed before those steps, not after
+    (``dcp_stage_freed_first``): a save's staging is dropped once its write is durable, a second or so after the
+    save, and the next stages a gap later, into memory freed that long before, which the host may have taken back
+    (:data:`~mlsysim.lab.distributed.terms.RECLAIM_DELAY_S`). What a staging costs depends on what its memory did
+    since the last one:
     at a gigabyte on this machine, back to back 1.42 and 1.62 times the stall of ``dcp.async_save`` in the same
     job (2 and 4 ranks), held through a gap's steps 0.85 and 0.89 times
     (``benchmarks/records/lab_dcp_staging-2026-12-06.json``); in the lab's full benchmark, held 0.77 and 0.81 times
@@ -179,11 +183,13 @@ def dcp_stage(group, job, repeats: int = 3, steps: int = 0) -> dict | None:
         if i >= (steps > 0):                   # the first held one is untimed: nothing was held before it
             own.append(took)
             times.append(time.perf_counter() - t0)
+        if freed_first:
+            del staged, state
         for _ in range(steps):
             job.step()
-        del staged, state
+        staged = state = None
     return {"dcp_stage_s": statistics.median(times), "dcp_stage_own_s": statistics.median(own),
-            "dcp_stage_B": float(local), "dcp_stage_steps": steps}
+            "dcp_stage_B": float(local), "dcp_stage_steps": steps, "dcp_stage_freed_first": freed_first}
 
 
 def local_B(t) -> int:

@@ -33,9 +33,10 @@ def torch_crc_Bps(size_B: float, repeats: int = 3) -> float:
 
 
 def staging_rates(g: dict, way: str = "") -> dict:
-    """σ and σ_0 (``dcp_stage_Bps``, ``dcp_stage_own_Bps``) from a restore job's probe record ``g``: the bytes staged
-    over ``dcp_stage{way}_s`` and over ``dcp_stage{way}_own_s`` (``way`` "": the probe's stagings; "_back": those
-    timed back to back after them); None where not timed.
+    """σ and σ_0 (``dcp_stage_Bps``, ``dcp_stage_own_Bps``) from a probe record ``g`` (a restore job's, or a DCP job's
+    own ``job_terms``): the bytes staged over ``dcp_stage{way}_s`` and over ``dcp_stage{way}_own_s`` (``way`` "": the
+    probe's stagings; "_back": those timed back to back after them; "_freed": each freed a gap before the next);
+    None where not timed.
 
     >>> staging_rates({"dcp_stage_B": 1e9, "dcp_stage_s": 0.5, "dcp_stage_own_s": 0.4})
     {'dcp_stage_Bps': 2000000000.0, 'dcp_stage_own_Bps': 2500000000.0}
@@ -49,7 +50,8 @@ def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
     """The terms two training jobs timed of themselves at their end (``job_terms`` of the ``concurrent`` job,
     ``own``, and of DCP's, ``dcp``: :func:`~mlsysim.lab.distributed.in_job.time_terms`) as
     :class:`~mlsysim.lab.distributed.terms.Terms`' fields: c_N until the last rank and until rank 0 is done, each
-    job's W_N, DCP's σ and σ_0; none for a job that timed none.
+    job's W_N, DCP's σ and σ_0 (of the stagings freed a gap before the next, ``dcp_stage_freed_*``, as the job's
+    saves free theirs, where timed; else of those held through the gap); none for a job that timed none.
 
     >>> r = in_job_rates({"copy_B": 1e9, "copy_s": 0.1, "copy_own_s": 0.08, "write_B": 1e9, "write_s": 0.5},
     ...                  {"dcp_stage_B": 1e9, "dcp_stage_s": 0.4, "dcp_stage_own_s": 0.3, "write_B": 1e9,
@@ -57,13 +59,18 @@ def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
     >>> [round(r[k] / 1e9, 2) for k in ("job_copy_Bps", "job_copy_own_Bps", "job_write_Bps", "dcp_job_write_Bps",
     ...                                   "dcp_stage_Bps", "dcp_stage_own_Bps")]
     [10.0, 12.5, 2.0, 1.0, 2.5, 3.33]
+    >>> freed = in_job_rates(None, {"dcp_stage_B": 1e9, "dcp_stage_s": 0.4, "dcp_stage_own_s": 0.3, "write_B": 1e9,
+    ...                             "write_s": 1.0, "dcp_stage_freed_s": 0.5, "dcp_stage_freed_own_s": 0.4})
+    >>> freed["dcp_stage_Bps"] / 1e9, freed["dcp_stage_own_Bps"] / 1e9, "job_copy_Bps" in freed
+    (2.0, 2.5, False)
     """
     out = {}
     if own:
         out.update(job_copy_Bps=own["copy_B"] / own["copy_s"], job_copy_own_Bps=own["copy_B"] / own["copy_own_s"],
                    job_write_Bps=own["write_B"] / own["write_s"])
     if dcp:
-        out.update(dcp_job_write_Bps=dcp["write_B"] / dcp["write_s"], **staging_rates(dcp))
+        way = "_freed" if dcp.get("dcp_stage_freed_s") else ""
+        out.update(dcp_job_write_Bps=dcp["write_B"] / dcp["write_s"], **staging_rates(dcp, way))
     return out
 
 
