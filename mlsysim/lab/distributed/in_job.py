@@ -38,8 +38,8 @@ def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 
     ``copy_own_s`` and ``copy_B`` (``own``: this package's engines' job), ``write_s``, ``write_own_s`` and
     ``write_B`` (the write + ``fsync`` of the rank's bytes in a directory of its own under ``directory``,
     removed afterwards), DCP's staging (not ``own``: the keys of
-    :func:`~mlsysim.lab.distributed.probes.dcp_stage`, held through ``steps`` of the job's steps), and
-    ``repeats``."""
+    :func:`~mlsysim.lab.distributed.probes.dcp_stage`, each staging held through ``steps`` of the job's steps,
+    and ``dcp_stage_freed_s``, ``dcp_stage_freed_own_s``: each freed before them), and ``repeats``."""
     check_integer("repeats", repeats)
     out: dict = {"repeats": repeats}
     if own:
