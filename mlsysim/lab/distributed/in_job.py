@@ -12,7 +12,7 @@ the same processes and their memory, the disk as it runs now.
   (:func:`mlsysim.lab.store.fill` of the shard's :func:`~mlsysim.lab.store.layout`; their own engines only);
 * the write + ``fsync`` of a rank's bytes into a new file, every rank at once, the file before deleted first
   (:func:`mlsysim.lab.floors.write_once`: the engines' 16 MiB writes, writeback started chunk by chunk);
-* DCP's staging of the job's state (:func:`~mlsysim.lab.distributed.probes.dcp_stage`, each staging held while
+* DCP's staging of the job's state (:func:`~mlsysim.lab.distributed.staging.dcp_stage`, each staging held while
   the job trains ``steps`` steps, as a save's staging is held; then each freed before those steps, as a save's
   staging is freed once durable, long before the next: ``dcp_stage_freed_s``, ``dcp_stage_freed_own_s``; DCP's
   jobs only).
@@ -38,7 +38,7 @@ def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 
     ``copy_own_s`` and ``copy_B`` (``own``: this package's engines' job), ``write_s``, ``write_own_s`` and
     ``write_B`` (the write + ``fsync`` of the rank's bytes in a directory of its own under ``directory``,
     removed afterwards), DCP's staging (not ``own``: the keys of
-    :func:`~mlsysim.lab.distributed.probes.dcp_stage`, each staging held through ``steps`` of the job's steps,
+    :func:`~mlsysim.lab.distributed.staging.dcp_stage`, each staging held through ``steps`` of the job's steps,
     and ``dcp_stage_freed_s``, ``dcp_stage_freed_own_s``: each freed before them), and ``repeats``."""
     check_integer("repeats", repeats)
     out: dict = {"repeats": repeats}
@@ -50,7 +50,7 @@ def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 
         data.fill(0)                           # touched, as an engine's buffers are before its first save
         out.update(_timed("copy", group, lambda i: store.fill(data, lay), repeats, lay.size_B))
     else:
-        from .probes import dcp_stage, local_B
+        from .staging import dcp_stage, local_B
         stage = dcp_stage(group, job, repeats, steps)
         if stage is None:
             raise MlsysimError("this PyTorch's FileSystemWriter is not a stager: DCP's staging cannot be timed")

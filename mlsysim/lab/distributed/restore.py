@@ -180,7 +180,7 @@ def warm_memory(nbytes: int, share: int = 1) -> int:
 def _warm(job, world: int) -> int:
     """:func:`warm_memory` before one of ``job``'s restores (or a probe in the same state): :data:`WARM_FACTOR`
     times a rank's bytes of the job's tensors, ``world`` ranks at once."""
-    from .probes import local_B
+    from .staging import local_B
     return warm_memory(WARM_FACTOR * sum(local_B(t) for t in job.tensors().values()), world)
 
 
@@ -476,7 +476,7 @@ def main(argv=None) -> int:
             _round_probes(group, jobs, base / "fsdp" / own[rank]["file"] if own else None, rounds)
     if a.probe_B > 0:
         if "fsdp" in jobs:     # DCP's staging of the sharded job's state at its full size
-            from .probes import dcp_stage
+            from .staging import dcp_stage
             stage = dcp_stage(group, jobs["fsdp"], steps=a.stage_steps) or {}
             if stage and a.stage_steps:   # and back to back in the same job: the job's staging lies between the two
                 back = dcp_stage(group, jobs["fsdp"])

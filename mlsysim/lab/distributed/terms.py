@@ -122,7 +122,9 @@ The refined prediction, for a state of S bytes, R = S/N + E per rank (FSDP), t t
 disk is shared too: where the N ranks write or read their shards at once, S / W_N and S / r_N stand
 for S / W and S / r (a single reader or writer keeps W and r).
 
-* concurrent: stall = N R / c_N + o (the copy, then this package's fixed cost per call); durable =
+* concurrent: stall = N R / c_N + o (the copy, then this package's fixed cost per call; where the job timed its
+  own copy, c_N until rank 0 is done here and until the last rank is in the overhead, and its own W_N for W_N
+  below, DCP's job its own for DCP's); durable =
   stall + max(S / W, R (1/k + 1/p) v) + 2 z + l, v = share(N, C): each writer's CPU work runs beside
   the disk's writeback, which the writer starts chunk by chunk (``sync_file_range``), so the longer of
   the two counts; then the rank's commit record and the global commit, the shard records gathered.

@@ -1,0 +1,73 @@
+"""DCP's staging of a running job's state, timed in the job (every rank calls :func:`dcp_stage`; PyTorch is
+imported inside it): the restore job times it (:mod:`mlsysim.lab.distributed.restore`), and so does the training
+job itself once its last checkpoint is durable (:mod:`mlsysim.lab.distributed.in_job`).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+from ...errors import MlsysimError, check_integer
+
+
+def dcp_stage(group, job, repeats: int = 3, steps: int = 0, freed_first: bool = False) -> dict | None:
+    """In a running gloo job (every rank calls it): the seconds of DCP's staging of ``job``'s state at its
+    full size, every rank at once (``dcp_stage_s``, the median of ``repeats``, until the last rank is done;
+    ``dcp_stage_own_s``, until this rank is, as the job times its own stall) and the bytes staged, summed over
+    the ranks (``dcp_stage_B``): the stager ``dcp.async_save`` takes for the lab's writer (a
+    :class:`~torch.distributed.checkpoint.FileSystemWriter`, itself the stager) on the state
+    :meth:`~mlsysim.lab.distributed.worker.Job.dcp_state` gives it, as the job's saves call it before their
+    stall ends. On a CPU job, PyTorch 2.13's stager deep-copies every DTensor, its data included, before it
+    allocates the staging tensor and copies into it: two copies of every byte, which the copy rates alone
+    do not show. None where this PyTorch's writer is not a stager.
+
+    ``steps`` = 0: each staging freed before the next, at once. ``steps`` > 0: as the job's saves meet it, each
+    staging held while ``job`` trains ``steps`` steps (a save holds its staging until durable while the
+    training goes on), then freed and the next made at once, after one such staging untimed
+    (``dcp_stage_steps`` says which); with ``freed_first``, each staging freed before those steps, not after
+    (``dcp_stage_freed_first``): a save's staging is dropped once its write is durable, a second or so after the
+    save, and the next stages a gap later, into memory freed that long before, which the host may have taken back
+    (:data:`~mlsysim.lab.distributed.terms.RECLAIM_DELAY_S`). What a staging costs depends on what its memory did
+    since the last one:
+    at a gigabyte on this machine, back to back 1.42 and 1.62 times the stall of ``dcp.async_save`` in the same
+    job (2 and 4 ranks), held through a gap's steps 0.85 and 0.89 times
+    (``benchmarks/records/lab_dcp_staging-2026-12-06.json``); in the lab's full benchmark, held 0.77 and 0.81 times
+    the job's stall (``lab_dist-2026-12-06c``), back to back 1.16 and 1.21 times in the run before."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.checkpoint import FileSystemWriter
+    from torch.distributed.checkpoint.staging import AsyncStager
+    check_integer("repeats", repeats)
+    if type(steps) is not int or steps < 0:
+        raise MlsysimError(f"steps must be an integer >= 0 (the training steps each staging is held through), "
+                           f"got {steps!r}")
+    writer = FileSystemWriter("unused-dcp-stage-probe")       # staging writes nothing
+    if not isinstance(writer, AsyncStager):
+        return None
+    local = torch.tensor(float(sum(local_B(t) for t in job.tensors().values())))
+    dist.all_reduce(local, group=group)
+    times, own = [], []
+    for i in range(repeats + (steps > 0)):
+        state = job.dcp_state()
+        dist.barrier(group=group)
+        t0 = time.perf_counter()
+        staged = writer.stage(state)
+        staged = staged.result() if hasattr(staged, "result") else staged
+        took = time.perf_counter() - t0
+        dist.barrier(group=group)
+        if i >= (steps > 0):                   # the first held one is untimed: nothing was held before it
+            own.append(took)
+            times.append(time.perf_counter() - t0)
+        if freed_first:
+            del staged, state
+        for _ in range(steps):
+            job.step()
+        staged = state = None
+    return {"dcp_stage_s": statistics.median(times), "dcp_stage_own_s": statistics.median(own),
+            "dcp_stage_B": float(local), "dcp_stage_steps": steps, "dcp_stage_freed_first": freed_first}
+
+
+def local_B(t) -> int:
+    """Bytes of a rank's own part of ``t`` (a DTensor's local shard, else the tensor)."""
+    local = t.to_local() if hasattr(t, "to_local") else t
+    return local.numel() * local.element_size()
