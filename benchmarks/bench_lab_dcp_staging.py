@@ -43,7 +43,7 @@ def _worker(directory: str, out: str, size_B: float, repeats: int) -> None:
     """One rank (under torchrun): every way of timing the staging in turn, rank 0 writing the result."""
     import torch.distributed as dist
     from torch.distributed.checkpoint import FileSystemWriter
-    from mlsysim.lab.distributed.probes import dcp_stage
+    from mlsysim.lab.distributed.staging import at_once, dcp_stage
     from mlsysim.lab.distributed.restore import config_for
     from mlsysim.lab.distributed.worker import Job
     from mlsysim.lab.pytorch.engines import DcpEngine
@@ -57,11 +57,12 @@ def _worker(directory: str, out: str, size_B: float, repeats: int) -> None:
 
     def stage():
         state = job.dcp_state()
-        dist.barrier(group=group)
-        t0 = time.perf_counter()
-        staged = writer.stage(state)
-        staged = staged.result() if hasattr(staged, "result") else staged
-        return time.perf_counter() - t0, staged
+
+        def staged():
+            out = writer.stage(state)
+            return out.result() if hasattr(out, "result") else out
+        took, _, out = at_once(group, staged)   # every rank at once, as the probe and the job's saves stage
+        return took, out
 
     def train() -> None:
         for _ in range(EVERY):

@@ -26,7 +26,6 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 
 import numpy as np
 
@@ -63,25 +62,17 @@ def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 
 
 
 def _timed(name: str, group, work, repeats: int, size_B: int, before=None) -> dict:
-    """``work(i)`` on every rank at once, i = 0 .. ``repeats`` - 1, each after ``before(i)`` (untimed) and a
-    barrier: {name_s: until the last rank is done, name_own_s: until this one is (medians), name_B: the bytes,
-    summed over the ranks}."""
-    import torch
-    import torch.distributed as dist
-    times, own = [], []
+    """``work(i)`` on every rank at once (:func:`~mlsysim.lab.distributed.staging.at_once`), i = 0 .. ``repeats``
+    - 1, each after ``before(i)`` (untimed): {name_s: until the last rank is done, name_own_s: until this one is
+    (medians), name_B: the bytes, summed over the ranks}."""
+    from .staging import at_once, summed
+    timed = []
     for i in range(repeats):
         if before is not None:
             before(i)
-        dist.barrier(group=group)
-        t0 = time.perf_counter()
-        work(i)
-        own.append(time.perf_counter() - t0)
-        dist.barrier(group=group)
-        times.append(time.perf_counter() - t0)
-    total = torch.tensor(float(size_B))
-    dist.all_reduce(total, group=group)
-    return {f"{name}_s": statistics.median(times), f"{name}_own_s": statistics.median(own),
-            f"{name}_B": float(total)}
+        timed.append(at_once(group, lambda: work(i)))
+    return {f"{name}_s": statistics.median(t[1] for t in timed),
+            f"{name}_own_s": statistics.median(t[0] for t in timed), f"{name}_B": summed(group, size_B)}
 
 
 def _writes(group, directory, data: np.ndarray, repeats: int) -> dict:

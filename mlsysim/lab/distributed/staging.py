@@ -33,8 +33,6 @@ def dcp_stage(group, job, repeats: int = 3, steps: int = 0, freed_first: bool = 
     job (2 and 4 ranks), held through a gap's steps 0.85 and 0.89 times
     (``benchmarks/records/lab_dcp_staging-2026-12-06.json``); in the lab's full benchmark, held 0.77 and 0.81 times
     the job's stall (``lab_dist-2026-12-06c``), back to back 1.16 and 1.21 times in the run before."""
-    import torch
-    import torch.distributed as dist
     from torch.distributed.checkpoint import FileSystemWriter
     from torch.distributed.checkpoint.staging import AsyncStager
     check_integer("repeats", repeats)
@@ -44,27 +42,46 @@ def dcp_stage(group, job, repeats: int = 3, steps: int = 0, freed_first: bool = 
     writer = FileSystemWriter("unused-dcp-stage-probe")       # staging writes nothing
     if not isinstance(writer, AsyncStager):
         return None
-    local = torch.tensor(float(sum(local_B(t) for t in job.tensors().values())))
-    dist.all_reduce(local, group=group)
+
+    def stage(state):
+        staged = writer.stage(state)
+        return staged.result() if hasattr(staged, "result") else staged
     times, own = [], []
     for i in range(repeats + (steps > 0)):
         state = job.dcp_state()
-        dist.barrier(group=group)
-        t0 = time.perf_counter()
-        staged = writer.stage(state)
-        staged = staged.result() if hasattr(staged, "result") else staged
-        took = time.perf_counter() - t0
-        dist.barrier(group=group)
+        took, took_all, staged = at_once(group, lambda: stage(state))
         if i >= (steps > 0):                   # the first held one is untimed: nothing was held before it
             own.append(took)
-            times.append(time.perf_counter() - t0)
+            times.append(took_all)
         if freed_first:
             del staged, state
         for _ in range(steps):
             job.step()
         staged = state = None
     return {"dcp_stage_s": statistics.median(times), "dcp_stage_own_s": statistics.median(own),
-            "dcp_stage_B": float(local), "dcp_stage_steps": steps, "dcp_stage_freed_first": freed_first}
+            "dcp_stage_B": summed(group, sum(local_B(t) for t in job.tensors().values())), "dcp_stage_steps": steps,
+            "dcp_stage_freed_first": freed_first}
+
+
+def at_once(group, work) -> tuple:
+    """``work()`` on every rank of a running gloo job at once, after a barrier: (this rank's seconds, the seconds
+    until the last rank is done, what ``work`` returned); every rank calls it."""
+    import torch.distributed as dist
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    out = work()
+    own = time.perf_counter() - t0
+    dist.barrier(group=group)
+    return own, time.perf_counter() - t0, out
+
+
+def summed(group, x: float) -> float:
+    """``x`` summed over the ranks of a running gloo job (every rank calls it)."""
+    import torch
+    import torch.distributed as dist
+    total = torch.tensor(float(x))
+    dist.all_reduce(total, group=group)
+    return float(total)
 
 
 def local_B(t) -> int:
