@@ -82,7 +82,8 @@ def steps_for(state_B: float) -> int:
 
 def _engine(run, naive: dict, refined: dict) -> dict:
     return {"stall_s": run.stall_s, "durable_s": run.durable_s, "stalls_s": list(run.stalls_s),
-            "durables_s": list(run.durables_s), "overhead_s": run.overhead_s, "overheads_s": list(run.overheads_s),
+            "durables_s": list(run.durables_s), "shards_s": list(run.shards_s), "overhead_s": run.overhead_s,
+            "overheads_s": list(run.overheads_s),
             "plain_step_s": run.plain_step_s, "plain_step_cpu_s": run.plain_step_cpu_s,
             "overheads_cpu_s": None if run.overheads_cpu_s is None else list(run.overheads_cpu_s),
             "overhead_cpu_s": run.overhead_cpu_s, "job_terms": run.job_terms,

@@ -166,7 +166,8 @@ def test_plain_steps_first_then_the_overhead_per_checkpoint(tmp_path):
     overhead of the one followed by two steps (6) against the plain steps' median."""
     r = run_distributed(nproc=2, engine="concurrent", memory=False, steps=8, every=2, plain_steps=4,
                         directory=tmp_path, probe_terms=2)
-    assert r.plain_steps == 4 and len(r.stalls_s) == len(r.durables_s) == 2
+    assert r.plain_steps == 4 and len(r.stalls_s) == len(r.durables_s) == len(r.shards_s) == 2
+    assert all(0 < st < sh <= d for st, sh, d in zip(r.stalls_s, r.shards_s, r.durables_s))   # rank 0's, then all
     assert shards.global_steps(tmp_path / "reference") == [6, 8]
     assert r.plain_step_s > 0 and len(r.overheads_s) == 1 and r.overhead_s == r.overheads_s[0]
     assert 0 < r.plain_step_cpu_s < 4 * r.plain_step_s          # the rank's CPU time in a plain step, all threads
@@ -187,6 +188,7 @@ def test_dcps_job_times_its_staging_and_disk_at_its_end(tmp_path):
     r = run_distributed(nproc=2, engine="dcp-async", steps=8, every=2, plain_steps=4, directory=tmp_path,
                         probe_terms=2)
     t = r.job_terms
+    assert r.shards_s == () and len(r.durables_s) == 2           # one global commit each, no shard records
     assert t["repeats"] == 2 and t["dcp_stage_steps"] == 2 and "copy_s" not in t and not t["dcp_stage_freed_first"]
     assert 0 < t["dcp_stage_own_s"] <= t["dcp_stage_s"] < 5 and 0 < t["write_own_s"] <= t["write_s"] < 5
     assert 0 < t["dcp_stage_freed_own_s"] <= t["dcp_stage_freed_s"] < 5       # each freed before the gap's steps
@@ -194,3 +196,5 @@ def test_dcps_job_times_its_staging_and_disk_at_its_end(tmp_path):
     assert not list(tmp_path.rglob("terms-*")) and newest_path("dcp-async", tmp_path / "reference").name.endswith("8")
     with pytest.raises(MlsysimError, match="probe_terms must be an integer >= 0"):
         run_distributed(steps=8, probe_terms=-1)
+    with pytest.raises(MlsysimError, match="probe_terms must be an integer >= 0"):
+        launch(tmp_path / "x", nproc=2, steps=4, probe_terms=1.5)

@@ -23,6 +23,12 @@ def check_nodes(nodes) -> None:
         raise MlsysimError(f"nodes must be 1 or 2 (torchrun agents on this machine), got {nodes!r}")
 
 
+def check_probe_terms(probe_terms) -> None:
+    """The times a training job times its own terms at its end: a whole number, 0 for none."""
+    if type(probe_terms) is not int or probe_terms < 0:
+        raise MlsysimError(f"probe_terms must be an integer >= 0 (times the job times its terms), got {probe_terms!r}")
+
+
 def check_kill(kill, nodes: int, engine: str, replace: bool) -> None:
     """``kill`` one of :data:`KILLS` or a list of pauses; a node loss needs two nodes and this package's engines
     (their memory tiers); ``replace=False`` applies to a node loss only."""

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ...errors import MlsysimError
 from . import shards, tiers
-from .checks import ENGINES, KILLS, MODES, check_kill, check_nodes, check_world  # noqa: F401  (re-exported)
+from .checks import ENGINES, KILLS, MODES, check_kill, check_nodes, check_probe_terms, check_world  # noqa: F401
 from .terms import job_prediction, overhead_per_checkpoint
 
 KILL_POINTS = ("step", "snapshot", "persist", "shard")   # mid-step, mid-snapshot, mid-persist, before the global commit
@@ -425,6 +425,7 @@ def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "syn
     if not has_torch():
         raise LaunchError("the distributed lab needs PyTorch, the optional extra: pip install -e '.[torch]'")
     check_nodes(nodes)
+    check_probe_terms(probe_terms)
     node_losses = list(node_losses)
     if node_losses and nodes < 2:
         raise MlsysimError("losing a node needs nodes=2: its shards come back from its peer's memory")
@@ -503,28 +504,27 @@ class DistributedRun:
 
     ``world_size`` = ranks per node x ``nodes``. ``resumed_from``: the checkpoint each restart resumed from,
     ``sources``: from which tier (``"memory"``, ``"peer-memory"``, ``"storage"``, None from scratch);
-    ``resumed_exactly``: every loss after each resume equals the uninterrupted run's bit for bit (None
-    without a kill, or when the world size changed); ``reshard_equal``: after loading at ``reshard_to``
-    ranks every full (gathered) tensor's CRC-32 equals the saved one's; ``reshard_loss_max_abs``: the
-    largest difference between the losses at ``reshard_to`` ranks and the uninterrupted run's (reduction
-    order only); ``stall_s``, ``durable_s``, ``memory_stall_s``, ``memory_s``: medians over the
-    uninterrupted run's checkpoints (the durable engine's stall and seconds until durable; the memory
-    tier's stall and seconds until the checkpoint is in memory on every node, replica included);
-    ``bytes_read_per_rank``: what each rank read in the last resume. For the first recovery:
-    ``recovered_from`` (its tier), ``recovery_s`` (the slowest rank's seconds from the start of loading to
-    training resumed), ``storage_bytes_read_per_rank`` (from the durable tier only) and
+    ``resumed_exactly``: every loss after each resume equals the uninterrupted run's bit for bit (None without a
+    kill, or when the world size changed); ``reshard_equal``: after loading at ``reshard_to`` ranks every full
+    (gathered) tensor's CRC-32 equals the saved one's; ``reshard_loss_max_abs``: the largest difference between
+    the losses at ``reshard_to`` ranks and the uninterrupted run's (reduction order only); ``stall_s``,
+    ``durable_s``, ``memory_stall_s``, ``memory_s``: medians over the uninterrupted run's checkpoints (the durable
+    engine's stall and seconds until durable; the memory tier's stall and seconds until the checkpoint is in
+    memory on every node, replica included); ``bytes_read_per_rank``: what each rank read in the last resume. For
+    the first recovery: ``recovered_from`` (its tier), ``recovery_s`` (the slowest rank's seconds from the start
+    of loading to training resumed), ``storage_bytes_read_per_rank`` (from the durable tier only) and
     ``peer_bytes_per_rank`` (received from another node); ``recovery_storage_s``: the same job's recovery
     from durable storage after a node loss that took both memory copies; ``recovery_phases_s``,
     ``recovery_storage_phases_s``: those two recoveries by phase, the slowest rank's seconds (``survey``:
     what the nodes' memory tiers hold; ``transfer``: shards sent to the nodes that lack them, until
     written into their tiers; ``read``: the reads and checks; ``load``: into the model, until every rank
-    is done). ``stalls_s``, ``durables_s``: every checkpoint's, in order; ``prepare_s``: the
-    ``concurrent`` engine's allocation and first touch of its snapshot buffers at the start of the job
-    (rank 0; not part of any checkpoint's stall). ``downtime_s``: for each kill, the seconds until the job
-    had resumed, as the driver saw them (detection, rendezvous, new processes and the recovery itself);
-    ``start_s``: the killed job's own start, from its launch until it first resumed (from nothing), taken
-    just before its losses; ``teardown_s``: for each node lost, the driver's seconds from the kill until it
-    started the replacement (the lost processes gone, the lost node's memory tier erased).
+    is done). ``stalls_s``, ``durables_s``, ``shards_s`` (until rank 0's own shard was durable; this package's
+    engines): every checkpoint's, in order; ``prepare_s``: the ``concurrent`` engine's allocation and first touch
+    of its snapshot buffers at the start of the job (rank 0; not in any stall). ``downtime_s``: for each kill, the
+    seconds until the job had resumed, as the driver saw them (detection, rendezvous, new processes and the
+    recovery itself); ``start_s``: the killed job's own start, from its launch until it first resumed (from
+    nothing), taken just before its losses; ``teardown_s``: for each node lost, the driver's seconds from the
+    kill until it started the replacement (the lost processes gone, the lost node's memory tier erased).
     With ``plain_steps`` (steps without checkpoints first): ``plain_step_s``, ``plain_churn_Bps``, ``plain_gloo_cpu_s``,
     ``overheads_s``, ``overhead_s``, the same of rank 0's CPU (:func:`~.accounting.overhead_per_checkpoint`).
     ``reference_losses``: the uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``:
@@ -570,6 +570,7 @@ class DistributedRun:
     recovery_storage_phases_s: dict | None = None
     stalls_s: tuple = ()
     durables_s: tuple = ()
+    shards_s: tuple = ()
     prepare_s: float | None = None
     plain_steps: int = 0
     plain_step_s: float | None = None
@@ -629,17 +630,18 @@ def _check_run(job: dict, reshard_to, kill, replace: bool, reference) -> None:
 def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory: bool, reference, kw) -> tuple:
     """The uninterrupted run, launched or ``reference``'s: ({step: loss}, its fields of the record, events or None)."""
     if reference is not None:
-        names = ("stall_s", "durable_s", "stalls_s", "durables_s", "prepare_s", "memory_s", "memory_stall_s",
-                 "plain_step_s", "plain_step_cpu_s", "plain_churn_Bps", "plain_gloo_cpu_s", "overheads_s", "overhead_s",
-                 "overheads_cpu_s", "overhead_cpu_s", "job_terms")
+        names = ("stall_s", "durable_s", "stalls_s", "durables_s", "shards_s", "prepare_s", "memory_s",
+                 "memory_stall_s", "plain_step_s", "plain_step_cpu_s", "plain_churn_Bps", "plain_gloo_cpu_s",
+                 "overheads_s", "overhead_s", "overheads_cpu_s", "overhead_cpu_s", "job_terms")
         return dict(enumerate(reference.reference_losses, start=1)), {k: getattr(reference, k) for k in names}, None
     ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=root and root / "reference", **kw)
     ref_losses = losses(ref.events)
     over = overhead_per_checkpoint(ref.events, kw["every"], kw["plain_steps"]) if kw["plain_steps"] else {}
-    done = [e for e in ref.events if "done" in e][-1]
-    stalls, durables = tuple(done["stall_s"]), tuple(e["durable_s"] for e in ref.events if "commit" in e)
+    done, commits = [e for e in ref.events if "done" in e][-1], [e for e in ref.events if "commit" in e]
+    stalls, durables = tuple(done["stall_s"]), tuple(e["durable_s"] for e in commits)
     return ref_losses, {
         "stall_s": _median(stalls), "durable_s": _median(durables), "stalls_s": stalls, "durables_s": durables,
+        "shards_s": tuple(e["shard_s"] for e in commits if "shard_s" in e),
         "prepare_s": next((e["prepared_s"] for e in ref.events if "prepared_s" in e), None),
         "memory_s": _median(done.get("memory_s") or []) if memory else None,
         "memory_stall_s": _median(done.get("memory_stall_s") or []) if memory else None,
@@ -732,8 +734,7 @@ def run_distributed(nproc: int = 2, engine: str = "concurrent", mode: str = "fsd
            "every": every, "persist_every": persist_every, "seed": seed, "d_model": d_model, "layers": layers,
            "plain_steps": plain_steps}
     _check_run(job, reshard_to, kill, replace, reference)
-    if type(probe_terms) is not int or probe_terms < 0:
-        raise MlsysimError(f"probe_terms must be an integer >= 0 (times the job times its terms), got {probe_terms!r}")
+    check_probe_terms(probe_terms)
     loss_steps = node_loss_steps(steps, every, replace) if kill == "node" else ()
     t0 = time.perf_counter()
     own_tmp = directory is None
