@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 import os
+import statistics
 import time
 
 import numpy as np
@@ -14,8 +15,7 @@ from mlsysim.errors import MlsysimError
 from mlsysim.lab.distributed import terms
 from mlsysim.lab.distributed.results import (EARLIER, across, cycles_needed, load_records, model_table, spread,
                                              overhead_resolution, probed_apart, recorded, remodel,
-                                             staged_back_to_back,
-                                             standard_error, targets)
+                                             staged_back_to_back, durable_split, standard_error, targets)
 
 T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
                 crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
@@ -615,6 +615,25 @@ def test_probed_apart_takes_out_what_the_jobs_timed_of_themselves():
     assert moved["concurrent"]["predicted"] != back["concurrent"]["predicted"]
     assert back["concurrent"]["predicted"] == remodel(shipped)["points"][0]["concurrent"]["predicted"]
     assert back["dcp_async"]["predicted"] == remodel(shipped)["points"][0]["dcp_async"]["predicted"]
+
+
+def test_durable_split_sets_rank_0s_shard_beside_the_global_commit_and_the_model():
+    shipped = recorded()
+    assert durable_split(shipped) == []                      # no shard times recorded
+    run = copy.deepcopy(shipped)
+    e = run["points"][1]["concurrent"]
+    e["shards_s"] = [t - 0.01 * (i + 1) for i, t in enumerate(e["durables_s"])]
+    (row,) = durable_split(run)
+    n = len(e["durables_s"])
+    assert row["point"] == "2 ranks, 254 MB" and row["checkpoints"] == n
+    assert row["after_s"] == pytest.approx(statistics.median(0.01 * (i + 1) for i in range(n)))
+    assert row["durable_s"] == pytest.approx(statistics.median(e["durables_s"]))
+    refined = remodel(run)["points"][1]["concurrent"]["predicted"]["refined"]
+    assert refined["durable_s"] == pytest.approx(refined["stall_s"] + row["model_writers_s"] + row["model_fixed_s"])
+    assert 0 < row["model_fixed_s"] < row["model_writers_s"]
+    e["shards_s"] = e["shards_s"][:-1]
+    with pytest.raises(MlsysimError, match="2 ranks, 254 MB: .* shard times for .* checkpoints"):
+        durable_split(run)
 
 
 def test_spread_says_whether_a_prediction_follows_its_figure_from_run_to_run():

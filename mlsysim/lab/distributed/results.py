@@ -18,7 +18,8 @@ measured it on the same side of the prediction (a term the model lacks); :func:`
 follows the figure from run to run. :func:`cycles_needed` and
 :func:`overhead_resolution` say how many checkpoints an overhead's mean needs before the bound can judge it;
 :func:`staged_back_to_back` sets a run's DCP staging to the probe's back-to-back timing, where it has one;
-:func:`probed_apart` takes out the terms its jobs timed of themselves.
+:func:`probed_apart` takes out the terms its jobs timed of themselves; :func:`durable_split` splits the
+``concurrent`` engine's time to durable at the moment rank 0's own shard was durable.
 """
 from __future__ import annotations
 
@@ -327,4 +328,39 @@ def overhead_resolution(d: dict) -> list[dict]:
                          "refined_s": pred, "measured_s": e["overhead_s"], "needed": need,
                          "resolved": len(xs) >= need,
                          "needed_s": None if step is None or d.get("every") is None else need * d["every"] * step})
+    return rows
+
+
+
+def durable_split(d: dict, model: bool = True) -> list[dict]:
+    """Where the ``concurrent`` engine's time to durable goes, per point of a recorded run (schema 2) whose job kept
+    when rank 0's own shard was durable at each checkpoint (``shards_s``; points without are left out): the medians
+    over its checkpoints of the stall (``stall_s``), of the time until rank 0's shard and its rank commit were
+    durable (``shard_s``), of the time to the global commit (``durable_s``) and of the rest, each checkpoint's
+    durable less its shard (``after_s``: the other ranks' shards still being written, their records gathered to
+    rank 0, the global record written), and ``checkpoints``; with ``model``, beside them what the model
+    (:func:`remodel`) takes for the writes (``model_writers_s``) and for that rest (``model_fixed_s``: the engine's
+    fixed cost to durable, timed beside the steps of the job at its smallest width).
+
+    >>> q = {"world_size": 2, "state_B": 1e9, "concurrent": {"stalls_s": [0.1, 0.1, 0.1],
+    ...      "shards_s": [0.5, 0.6, 0.7], "durables_s": [0.55, 0.7, 0.75]}}
+    >>> r = durable_split({"points": [q]}, model=False)[0]
+    >>> r["point"], r["shard_s"], round(r["after_s"], 2), r["durable_s"], r["checkpoints"]
+    ('2 ranks, 1000 MB', 0.6, 0.05, 0.7, 3)
+    """
+    points = remodel(d)["points"] if model else d["points"]
+    rows = []
+    for q in points:
+        e = q["concurrent"]
+        shards, durables = e.get("shards_s") or [], e.get("durables_s") or []
+        if not shards:
+            continue
+        if len(shards) != len(durables):
+            raise MlsysimError(f"{_point(q)}: {len(shards)} shard times for {len(durables)} checkpoints")
+        row = {"point": _point(q), "checkpoints": len(shards), "stall_s": statistics.median(e["stalls_s"]),
+               "shard_s": statistics.median(shards), "durable_s": statistics.median(durables),
+               "after_s": statistics.median(t - s for t, s in zip(durables, shards))}
+        if model:
+            row.update(model_writers_s=q["terms_s"]["writers_s"], model_fixed_s=q["terms_s"]["fixed_durable_s"])
+        rows.append(row)
     return rows

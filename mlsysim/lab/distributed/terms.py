@@ -611,6 +611,7 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
     fixed_d = 2 * t.sync_s + lat                 # the commit records, the shard records gathered
     if t.own_durable_beside_s is not None:       # the same, timed beside the training's steps
         fixed_d = max(0.0, t.own_durable_beside_s - (t.own_stall_s or 0.0))
+    out["terms"]["fixed_durable_s"] = fixed_d
     out["concurrent"] = {"stall_s": stall, "durable_s": stall + writers + fixed_d,
                          "overhead_s": copy + fixed_o + loss}
     if t.dcp_job_write_Bps:                      # the disk as DCP's own job met it
