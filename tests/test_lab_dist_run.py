@@ -178,7 +178,10 @@ def test_plain_steps_first_then_the_overhead_per_checkpoint(tmp_path):
     files_B = sum(p.stat().st_size for p in (tmp_path / "reference").glob("rank-*/ckpt-000000008.data"))
     assert t["repeats"] == 2 and t["copy_B"] == t["write_B"] == files_B        # the engines' data files, laid out
     assert 0 < t["copy_own_s"] <= t["copy_s"] < 1 and 0 < t["write_own_s"] <= t["write_s"] < 5
-    assert not list(tmp_path.rglob("terms-*")) and shards.global_steps(tmp_path / "reference") == [6, 8]
+    # and the engine's fixed cost to durable, a save of a few kilobytes beside the job's next step
+    assert 0 < t["fixed_stall_beside_s"] < t["fixed_durable_beside_s"] < 5
+    assert not list(tmp_path.rglob("terms-*")) and not list(tmp_path.rglob("fixed-*"))
+    assert shards.global_steps(tmp_path / "reference") == [6, 8]
 
 
 def test_dcps_job_times_its_staging_and_disk_at_its_end(tmp_path):

@@ -602,6 +602,16 @@ def test_terms_the_job_timed_of_itself_stand_for_those_timed_apart():
     assert more == pytest.approx(copied / 0.25e9 - copied / 1e9)
     with pytest.raises(MlsysimError, match="job_copy_Bps must be a measured rate > 0 B/s or None"):
         dataclasses.replace(T, job_copy_Bps=0.0)
+    # the engine's fixed cost to durable beside the job's own steps stands for the smallest job's, durable only
+    beside = dataclasses.replace(t, own_stall_s=0.001, own_durable_beside_s=0.011)
+    fixed = terms.refined_job(dataclasses.replace(beside, job_fixed_durable_s=0.05), 1e9)
+    small = terms.refined_job(beside, 1e9)
+    assert small["terms"]["fixed_durable_s"] == pytest.approx(0.01) and fixed["terms"]["fixed_durable_s"] == 0.05
+    assert fixed["concurrent"]["durable_s"] - small["concurrent"]["durable_s"] == pytest.approx(0.04)
+    assert {k: fixed["concurrent"][k] for k in ("stall_s", "overhead_s")} == \
+        {k: small["concurrent"][k] for k in ("stall_s", "overhead_s")} and fixed["dcp-async"] == small["dcp-async"]
+    with pytest.raises(MlsysimError, match="job_fixed_durable_s must be a measured time >= 0 s or None"):
+        dataclasses.replace(T, job_fixed_durable_s=-0.01)
 
 
 def test_probed_apart_takes_out_what_the_jobs_timed_of_themselves():

@@ -4,7 +4,6 @@ the job's state at its full size (d, o, b and σ), gloo's rates (g, q, l), the d
 shards (r_S), the broadcast of its state (g_s) and its new tensors (n_x)."""
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import os
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import check_integer
-from .staging import dcp_stage, local_B  # noqa: F401  (re-exported: timed in the restore job)
+from .staging import dcp_stage, gathered_commit, local_B  # noqa: F401  (re-exported: timed in the restore job)
 
 
 def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
@@ -34,7 +33,6 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
     own threads wait for. This package's engine commits as the job's does: every shard durable, the records
     are gathered to rank 0 (on ``group``), which writes the global record durably, where its durable ends."""
     import torch.distributed as dist
-    from .. import store
     from ..engines import make_engine
     from ..pytorch.engines import DcpEngine
     from . import shards
@@ -48,17 +46,9 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
         if i == rank:
             dcp_engine = DcpEngine(base / "dcp", keep=2, asynchronous=True, process_group=group)
         dist.barrier(group=group)
-    committed = {}
-
-    def global_commit(step: int) -> None:      # as the job commits: every rank's record to rank 0, which writes
-        records = [None] * world if rank == 0 else None     # the global record durably
-        dist.gather_object({"rank": rank, "step": step}, records, dst=0, group=group)
-        if rank == 0:
-            store.write_durable(base / f"global-{step:09d}.json", [json.dumps(records).encode()])
-        committed[step] = time.perf_counter()
-
+    committed = {}                   # as the job commits: every rank's record to rank 0, the global record durable
     own = make_engine("concurrent", shards.rank_dir(base / "own", rank), keep=NEVER_PRUNE, buffers=2, writers=1,
-                      on_commit=global_commit)
+                      on_commit=gathered_commit(group, base, committed))
     timed = {"dcp_stall_s": [], "dcp_durable_s": [], "own_stall_s": []}
     try:
         for step in range(1, repeats + 2):

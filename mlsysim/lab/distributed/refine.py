@@ -51,7 +51,9 @@ def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
     ``own``, and of DCP's, ``dcp``: :func:`~mlsysim.lab.distributed.in_job.time_terms`) as
     :class:`~mlsysim.lab.distributed.terms.Terms`' fields: c_N until the last rank and until rank 0 is done, each
     job's W_N, DCP's σ and σ_0 (of the stagings freed a gap before the next, ``dcp_stage_freed_*``, as the job's
-    saves free theirs, where timed; else of those held through the gap); none for a job that timed none.
+    saves free theirs, where timed; else of those held through the gap), and the ``concurrent`` engine's fixed
+    cost to durable beside the job's steps (o_b − o, ``job_fixed_durable_s``, where timed); none for a job that
+    timed none.
 
     >>> r = in_job_rates({"copy_B": 1e9, "copy_s": 0.1, "copy_own_s": 0.08, "write_B": 1e9, "write_s": 0.5},
     ...                  {"dcp_stage_B": 1e9, "dcp_stage_s": 0.4, "dcp_stage_own_s": 0.3, "write_B": 1e9,
@@ -59,6 +61,9 @@ def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
     >>> [round(r[k] / 1e9, 2) for k in ("job_copy_Bps", "job_copy_own_Bps", "job_write_Bps", "dcp_job_write_Bps",
     ...                                   "dcp_stage_Bps", "dcp_stage_own_Bps")]
     [10.0, 12.5, 2.0, 1.0, 2.5, 3.33]
+    >>> in_job_rates({"copy_B": 1e9, "copy_s": 0.1, "copy_own_s": 0.08, "write_B": 1e9, "write_s": 0.5,
+    ...               "fixed_durable_beside_s": 0.05, "fixed_stall_beside_s": 0.001}, None)["job_fixed_durable_s"]
+    0.049
     >>> freed = in_job_rates(None, {"dcp_stage_B": 1e9, "dcp_stage_s": 0.4, "dcp_stage_own_s": 0.3, "write_B": 1e9,
     ...                             "write_s": 1.0, "dcp_stage_freed_s": 0.5, "dcp_stage_freed_own_s": 0.4})
     >>> freed["dcp_stage_Bps"] / 1e9, freed["dcp_stage_own_Bps"] / 1e9, "job_copy_Bps" in freed
@@ -68,6 +73,8 @@ def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
     if own:
         out.update(job_copy_Bps=own["copy_B"] / own["copy_s"], job_copy_own_Bps=own["copy_B"] / own["copy_own_s"],
                    job_write_Bps=own["write_B"] / own["write_s"])
+        if own.get("fixed_durable_beside_s") is not None:
+            out["job_fixed_durable_s"] = max(0.0, own["fixed_durable_beside_s"] - own["fixed_stall_beside_s"])
     if dcp:
         way = "_freed" if dcp.get("dcp_stage_freed_s") else ""
         out.update(dcp_job_write_Bps=dcp["write_B"] / dcp["write_s"], **staging_rates(dcp, way))

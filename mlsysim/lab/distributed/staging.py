@@ -63,6 +63,25 @@ def dcp_stage(group, job, repeats: int = 3, steps: int = 0, freed_first: bool = 
             "dcp_stage_freed_first": freed_first}
 
 
+def gathered_commit(group, directory, committed: dict):
+    """An ``on_commit`` for this package's engine that commits as the lab's job does (every rank calls its saves):
+    once a rank's save is durable its record is gathered to rank 0 on ``group``, which writes the global record
+    durably into ``directory``; ``committed[step]`` is then when that returned (``time.perf_counter()``)."""
+    import json
+    from pathlib import Path
+    import torch.distributed as dist
+    from .. import store
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+
+    def commit(step: int) -> None:
+        records = [None] * world if rank == 0 else None
+        dist.gather_object({"rank": rank, "step": step}, records, dst=0, group=group)
+        if rank == 0:
+            store.write_durable(Path(directory) / f"global-{step:09d}.json", [json.dumps(records).encode()])
+        committed[step] = time.perf_counter()
+    return commit
+
+
 def at_once(group, work) -> tuple:
     """``work()`` on every rank of a running gloo job at once, after a barrier: (this rank's seconds, the seconds
     until the last rank is done, what ``work`` returned); every rank calls it."""

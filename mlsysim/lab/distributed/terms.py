@@ -130,7 +130,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   the two counts; then the rank's commit record and the global commit, the shard records gathered.
   Where o_b was measured, o_b − o (the probe's save after its call, its bytes nothing) stands for
   2 z + l: beside the training's threads each of the save's waits (an ``fsync``, a collective of its
-  own) ends when the threads beside it let its own run, which no timing alone shows.
+  own) ends when the threads beside it let its own run, which no timing alone shows; timed in the job
+  itself beside its own steps (:mod:`.in_job`), where given, rather than beside the smallest job's.
   The writers take the cores first: a writer is always runnable, while the ranks' threads wait for one
   another in every collective, so a rank slowed by a writer holds up the others and leaves its core to
   the writers. N writers on C cores run at C / N of a core each while that is less than one, and the
@@ -283,7 +284,8 @@ _RULES = (
     (("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps", "map_read_Bps", "shard_read_Bps",
       "dcp_stage_own_Bps", "parallel_map_read_Bps", "job_copy_Bps", "job_copy_own_Bps", "job_write_Bps",
       "dcp_job_write_Bps"), 0.0, False, "a measured rate > 0 B/s or None"),
-    (("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s", "dcp_stage_small_s"), 0.0, True,
+    (("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s", "dcp_stage_small_s", "job_fixed_durable_s"), 0.0,
+     True,
      "a measured time >= 0 s or None"),
     (("dcp_overhead_s", "own_overhead_s"), -math.inf, False, "a measured time in seconds or None"),   # differences
     (("new_tensor_ddp_s_per_B", "new_tensor_fsdp_s_per_B"), -math.inf, False, "measured seconds per byte or None"),
@@ -306,7 +308,8 @@ class Terms:
     runs up to 2026-12-05l). ``job_*``: the same terms timed in the training job itself once its last checkpoint
     is durable (:mod:`~mlsysim.lab.distributed.in_job`): c_N, until the last rank is done and until rank 0 is
     (``job_copy_Bps``, ``job_copy_own_Bps``), W_N of the ``concurrent`` job (``job_write_Bps``) and of DCP's
-    (``dcp_job_write_Bps``); where given, they stand for the terms timed apart (None: not timed so)."""
+    (``dcp_job_write_Bps``), and o_b − o of the ``concurrent`` job, its saves beside the job's own steps
+    (``job_fixed_durable_s``, seconds); where given, they stand for the terms timed apart (None: not timed so)."""
 
     cores: int
     world: int
@@ -362,6 +365,7 @@ class Terms:
     job_copy_own_Bps: float | None = None
     job_write_Bps: float | None = None
     dcp_job_write_Bps: float | None = None
+    job_fixed_durable_s: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -611,6 +615,8 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
     fixed_d = 2 * t.sync_s + lat                 # the commit records, the shard records gathered
     if t.own_durable_beside_s is not None:       # the same, timed beside the training's steps
         fixed_d = max(0.0, t.own_durable_beside_s - (t.own_stall_s or 0.0))
+    if t.job_fixed_durable_s is not None:        # beside the job's own steps, not the smallest job's
+        fixed_d = t.job_fixed_durable_s
     out["terms"]["fixed_durable_s"] = fixed_d
     out["concurrent"] = {"stall_s": stall, "durable_s": stall + writers + fixed_d,
                          "overhead_s": copy + fixed_o + loss}
