@@ -331,7 +331,6 @@ def overhead_resolution(d: dict) -> list[dict]:
     return rows
 
 
-
 def durable_split(d: dict, model: bool = True) -> list[dict]:
     """Where the ``concurrent`` engine's time to durable goes, per point of a recorded run (schema 2) whose job kept
     when rank 0's own shard was durable at each checkpoint (``shards_s``; points without are left out): the medians
@@ -340,7 +339,8 @@ def durable_split(d: dict, model: bool = True) -> list[dict]:
     durable less its shard (``after_s``: the other ranks' shards still being written, their records gathered to
     rank 0, the global record written), and ``checkpoints``; with ``model``, beside them what the model
     (:func:`remodel`) takes for the writes (``model_writers_s``) and for that rest (``model_fixed_s``: the engine's
-    fixed cost to durable, timed beside the steps of the job at its smallest width).
+    fixed cost to durable, timed beside the job's own steps where its job timed it, else beside those of the job at
+    its smallest width).
 
     >>> q = {"world_size": 2, "state_B": 1e9, "concurrent": {"stalls_s": [0.1, 0.1, 0.1],
     ...      "shards_s": [0.5, 0.6, 0.7], "durables_s": [0.55, 0.7, 0.75]}}
