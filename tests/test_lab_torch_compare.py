@@ -228,7 +228,9 @@ def test_the_snapshot_copy_is_timed_beside_the_floor(small):
     assert async_model["training_stall_s"] >= d["training_staging_s"]                # D_t, and any wait
     assert math.isfinite(d["write_beside_s"]) and d["terms_s"]["B"] == max(0.0, d["write_beside_s"])
     assert d["deserialize_s"] > 0 and d["terms_s"]["Z"] == d["deserialize_s"]     # DCP's pieces from memory
-    assert d["interval_s"] > d["pass_s"] and d["terms_s"]["I"] == d["interval_s"]  # two steps between checkpoints
+    # the training between two checkpoints, two steps (not compared with pass_s: both are a few milliseconds here,
+    # and a busy machine can time one pass longer than the median of two steps)
+    assert d["interval_s"] > 0 and d["pass_s"] > 0 and d["terms_s"]["I"] == d["interval_s"]
     dcp = next(r for r in d["engines"] if r["engine"] == "dcp")
     t = d["terms_s"]
     assert dcp["model"]["load_s"] == pytest.approx(t["G"] + max(0.0, t["Z"] - t["c"]) + t["d"])
