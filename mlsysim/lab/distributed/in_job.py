@@ -23,9 +23,9 @@ median) and until this rank is (``*_own_s``), with the bytes summed over the ran
 And in this package's engines' jobs, their engine's fixed cost to durable where the job's checkpoints meet it
 (:func:`_fixed_beside`): a save of a few kilobytes right after a training step, durable (rank commit, records
 gathered to rank 0, global record) while the job trains its next step. The probe of the restore job times the
-same on the lab's job at its smallest width, whose steps are not the full job's: at 4 ranks and 254 MB a job's
-last rank had its shard durable a median 0.06 s before its global record (0.003 s with no step beside), where
-that probe had put the whole fixed cost at 0.026 s (trials here, not kept).
+same on the lab's job at its smallest width, whose steps are not the full job's: at 4 ranks and 254 MB the global
+record came a median 0.078 s after rank 0's shard was durable, where that probe had put the whole fixed cost at
+0.025 s and this one at 0.048 s (``benchmarks/records/lab_dist-2026-12-06f.json``, :func:`.results.durable_split`).
 """
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def _fixed_beside(group, job, directory, repeats: int) -> dict:
     base = tempfile.mkdtemp(prefix=f"fixed-{os.getpid()}-", dir=directory)
     committed, started, stalls = {}, {}, []
     engine = make_engine("concurrent", rank_dir(base, dist.get_rank(group)), keep=10 ** 9, buffers=2, writers=1,
-                         on_commit=gathered_commit(group, base, committed))
+                         on_commit=gathered_commit(group, base, committed))   # keeps all, as worker.NEVER_PRUNE
     few = {"w": np.zeros(1024, dtype=np.float32)}
     try:
         for step in range(repeats + 1):

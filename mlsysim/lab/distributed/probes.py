@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import check_integer
-from .staging import dcp_stage, gathered_commit, local_B  # noqa: F401  (re-exported: timed in the restore job)
+from .staging import dcp_stage, local_B  # noqa: F401  (re-exported: timed in the restore job)
+from .staging import gathered_commit
 
 
 def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:

@@ -1,6 +1,8 @@
 """DCP's staging of a running job's state, timed in the job (every rank calls :func:`dcp_stage`; PyTorch is
 imported inside it): the restore job times it (:mod:`mlsysim.lab.distributed.restore`), and so does the training
-job itself once its last checkpoint is durable (:mod:`mlsysim.lab.distributed.in_job`).
+job itself once its last checkpoint is durable (:mod:`mlsysim.lab.distributed.in_job`). With it the steps those
+probes share: work timed on every rank at once (:func:`at_once`), a value summed over the ranks (:func:`summed`), a
+rank's bytes of a tensor (:func:`local_B`) and a commit made as the lab's job makes it (:func:`gathered_commit`).
 """
 from __future__ import annotations
 

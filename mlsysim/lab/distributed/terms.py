@@ -284,9 +284,8 @@ _RULES = (
     (("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps", "map_read_Bps", "shard_read_Bps",
       "dcp_stage_own_Bps", "parallel_map_read_Bps", "job_copy_Bps", "job_copy_own_Bps", "job_write_Bps",
       "dcp_job_write_Bps"), 0.0, False, "a measured rate > 0 B/s or None"),
-    (("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s", "dcp_stage_small_s", "job_fixed_durable_s"), 0.0,
-     True,
-     "a measured time >= 0 s or None"),
+    (("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s", "dcp_stage_small_s", "job_fixed_durable_s"),
+     0.0, True, "a measured time >= 0 s or None"),
     (("dcp_overhead_s", "own_overhead_s"), -math.inf, False, "a measured time in seconds or None"),   # differences
     (("new_tensor_ddp_s_per_B", "new_tensor_fsdp_s_per_B"), -math.inf, False, "measured seconds per byte or None"),
     (("beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B", "gloo_share"), 0.0, True,
