@@ -71,13 +71,21 @@ JOB_TIMEOUT_S = 900          # a job's limit: 56 steps of the slowest point (4 r
 RESTORES = 5                 # each restore scheme timed five times in one job: the median
 NODE_LOSS_STEPS, NODE_LOSS_EVERY = 6, 2   # the two-node run that loses a node: three checkpoints
 PLAIN = 4                    # steps trained before any checkpoint (the first one a warm-up)
-PROBE_TERMS = 3              # each training job times its own copies, disk and DCP's staging at its end (median)
+PROBE_TERMS = ((500e6, 7), (math.inf, 5))   # each training job times its own copies, disk and DCP's staging
+                             # at its end, this many times by state size (the median); the kept runs up to
+                             # 2026-12-06f took three, whose medians at 61 MB differed by two to three times
+                             # between 2026-12-06d and -06f (the write on 2 ranks, DCP's staging on 4)
 
 
 def steps_for(state_B: float) -> int:
     """The steps of a run at ``state_B`` bytes of state: the plain ones, then :data:`CHECKPOINTS`' count
     of checkpoints, one every :data:`EVERY` steps."""
     return PLAIN + EVERY * next(n for below, n in CHECKPOINTS if state_B < below)
+
+
+def probes_for(state_B: float) -> int:
+    """How many times a job at ``state_B`` bytes of state times each of its own terms (:data:`PROBE_TERMS`)."""
+    return next(n for below, n in PROBE_TERMS if state_B < below)
 
 
 def _engine(run, naive: dict, refined: dict) -> dict:
@@ -120,7 +128,7 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     steps = steps_for(size_B)
     cfg = config_for(size_B, 32, layers, steps)
     kw = dict(nproc=nproc, steps=steps, every=EVERY, d_model=cfg.d_model, layers=layers, plain_steps=PLAIN,
-              timeout_s=JOB_TIMEOUT_S, probe_terms=PROBE_TERMS)
+              timeout_s=JOB_TIMEOUT_S, probe_terms=probes_for(size_B))
     tag = f"{nproc} ranks, {cfg.state_B / 1e6:.0f} MB"
     say(f"{tag}: concurrent")
     conc = run_distributed(engine="concurrent", memory=False, **kw)   # storage only, as DCP
