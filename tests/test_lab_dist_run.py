@@ -6,6 +6,7 @@ The uninterrupted runs are shared: a reshard continues a copy of one, cut back t
 global commit (its newest record removed, as when a job dies just before writing it)."""
 import os
 import shutil
+import statistics
 from collections import namedtuple
 
 import pytest
@@ -180,6 +181,10 @@ def test_plain_steps_first_then_the_overhead_per_checkpoint(tmp_path):
     assert 0 < t["copy_own_s"] <= t["copy_s"] < 1 and 0 < t["write_own_s"] <= t["write_s"] < 5
     # and the engine's fixed cost to durable, a save of a few kilobytes beside the job's next step
     assert 0 < t["fixed_stall_beside_s"] < t["fixed_durable_beside_s"] < 5
+    # every time kept beside its median, the last rank's never before this one's
+    assert all(len(t[k]) == 2 for k in ("copy_each_s", "write_each_s", "write_own_each_s", "fixed_durable_beside_each_s"))
+    assert all(0 < o <= a for o, a in zip(t["write_own_each_s"], t["write_each_s"]))
+    assert t["write_s"] == statistics.median(t["write_each_s"])
     assert not list(tmp_path.rglob("terms-*")) and not list(tmp_path.rglob("fixed-*"))
     assert shards.global_steps(tmp_path / "reference") == [6, 8]
 
@@ -195,6 +200,8 @@ def test_dcps_job_times_its_staging_and_disk_at_its_end(tmp_path):
     assert t["repeats"] == 2 and t["dcp_stage_steps"] == 2 and "copy_s" not in t and not t["dcp_stage_freed_first"]
     assert 0 < t["dcp_stage_own_s"] <= t["dcp_stage_s"] < 5 and 0 < t["write_own_s"] <= t["write_s"] < 5
     assert 0 < t["dcp_stage_freed_own_s"] <= t["dcp_stage_freed_s"] < 5       # each freed before the gap's steps
+    assert len(t["dcp_stage_each_s"]) == 2 and all(0 < o <= a for o, a in zip(t["dcp_stage_own_each_s"],
+                                                                              t["dcp_stage_each_s"]))
     assert 0.9 < t["write_B"] / t["dcp_stage_B"] < 1.1         # the ranks' own bytes, written as staged
     assert not list(tmp_path.rglob("terms-*")) and newest_path("dcp-async", tmp_path / "reference").name.endswith("8")
     with pytest.raises(MlsysimError, match="probe_terms must be an integer >= 0"):

@@ -18,7 +18,8 @@ the same processes and their memory, the disk as it runs now.
   jobs only).
 
 Each is timed ``repeats`` times, every rank at once after a barrier: until the last rank is done (``*_s``, the
-median) and until this rank is (``*_own_s``), with the bytes summed over the ranks (``*_B``).
+median) and until this rank is (``*_own_s``), each time kept (``*_each_s``, ``*_own_each_s``: how far one
+probe's median can be trusted), with the bytes summed over the ranks (``*_B``).
 
 And in this package's engines' jobs, their engine's fixed cost to durable where the job's checkpoints meet it
 (:func:`_fixed_beside`): a save of a few kilobytes right after a training step, durable (rank commit, records
@@ -75,15 +76,16 @@ def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 
 def _timed(name: str, group, work, repeats: int, size_B: int, before=None) -> dict:
     """``work(i)`` on every rank at once (:func:`~mlsysim.lab.distributed.staging.at_once`), i = 0 .. ``repeats``
     - 1, each after ``before(i)`` (untimed): {name_s: until the last rank is done, name_own_s: until this one is
-    (medians), name_B: the bytes, summed over the ranks}."""
+    (medians), name_each_s, name_own_each_s: every one of them, name_B: the bytes, summed over the ranks}."""
     from .staging import at_once, summed
     timed = []
     for i in range(repeats):
         if before is not None:
             before(i)
         timed.append(at_once(group, lambda: work(i)))
-    return {f"{name}_s": statistics.median(t[1] for t in timed),
-            f"{name}_own_s": statistics.median(t[0] for t in timed), f"{name}_B": summed(group, size_B)}
+    return {f"{name}_s": statistics.median(t[1] for t in timed), f"{name}_each_s": [t[1] for t in timed],
+            f"{name}_own_s": statistics.median(t[0] for t in timed), f"{name}_own_each_s": [t[0] for t in timed],
+            f"{name}_B": summed(group, size_B)}
 
 
 def _writes(group, directory, data: np.ndarray, repeats: int) -> dict:
@@ -109,7 +111,8 @@ def _fixed_beside(group, job, directory, repeats: int) -> dict:
     records gathered to rank 0 on ``group``, its global record: :func:`~.staging.gathered_commit`) while ``job``
     trains its next step; ``repeats`` times after one untimed save (its buffers and threads set up), each rank in
     a directory of its own under ``directory``, removed after. Rank 0's medians: ``fixed_stall_beside_s``, until
-    ``save`` returned, and ``fixed_durable_beside_s``, until the global record was durable."""
+    ``save`` returned, and ``fixed_durable_beside_s``, until the global record was durable (each of those in
+    ``fixed_durable_beside_each_s``)."""
     import torch.distributed as dist
     from ..engines import make_engine
     from .shards import rank_dir
@@ -129,5 +132,6 @@ def _fixed_beside(group, job, directory, repeats: int) -> dict:
     finally:
         engine.close()
         shutil.rmtree(base, ignore_errors=True)
-    return {"fixed_stall_beside_s": statistics.median(stalls[1:]),
-            "fixed_durable_beside_s": statistics.median(committed[s] - started[s] for s in range(1, repeats + 1))}
+    durable = [committed[s] - started[s] for s in range(1, repeats + 1)]
+    return {"fixed_stall_beside_s": statistics.median(stalls[1:]), "fixed_durable_beside_s": statistics.median(durable),
+            "fixed_durable_beside_each_s": durable}

@@ -15,7 +15,8 @@ from ...errors import MlsysimError, check_integer
 def dcp_stage(group, job, repeats: int = 3, steps: int = 0, freed_first: bool = False) -> dict | None:
     """In a running gloo job (every rank calls it): the seconds of DCP's staging of ``job``'s state at its
     full size, every rank at once (``dcp_stage_s``, the median of ``repeats``, until the last rank is done;
-    ``dcp_stage_own_s``, until this rank is, as the job times its own stall) and the bytes staged, summed over
+    ``dcp_stage_own_s``, until this rank is, as the job times its own stall; each time in ``dcp_stage_each_s``,
+    ``dcp_stage_own_each_s``) and the bytes staged, summed over
     the ranks (``dcp_stage_B``): the stager ``dcp.async_save`` takes for the lab's writer (a
     :class:`~torch.distributed.checkpoint.FileSystemWriter`, itself the stager) on the state
     :meth:`~mlsysim.lab.distributed.worker.Job.dcp_state` gives it, as the job's saves call it before their
@@ -61,6 +62,7 @@ def dcp_stage(group, job, repeats: int = 3, steps: int = 0, freed_first: bool = 
             job.step()
         staged = state = None
     return {"dcp_stage_s": statistics.median(times), "dcp_stage_own_s": statistics.median(own),
+            "dcp_stage_each_s": times, "dcp_stage_own_each_s": own,
             "dcp_stage_B": summed(group, sum(local_B(t) for t in job.tensors().values())), "dcp_stage_steps": steps,
             "dcp_stage_freed_first": freed_first}
 
