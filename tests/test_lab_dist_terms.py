@@ -15,7 +15,8 @@ from mlsysim.errors import MlsysimError
 from mlsysim.lab.distributed import terms
 from mlsysim.lab.distributed.results import (EARLIER, across, cycles_needed, load_records, model_table, spread,
                                              overhead_resolution, probed_apart, recorded, remodel,
-                                             staged_back_to_back, durable_split, standard_error, targets)
+                                             staged_back_to_back, durable_split, first_probes, standard_error,
+                                             targets)
 
 T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
                 crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
@@ -625,6 +626,26 @@ def test_probed_apart_takes_out_what_the_jobs_timed_of_themselves():
     assert moved["concurrent"]["predicted"] != back["concurrent"]["predicted"]
     assert back["concurrent"]["predicted"] == remodel(shipped)["points"][0]["concurrent"]["predicted"]
     assert back["dcp_async"]["predicted"] == remodel(shipped)["points"][0]["dcp_async"]["predicted"]
+
+
+def test_first_probes_takes_each_term_from_its_first_times_only():
+    shipped = recorded()
+    assert first_probes(shipped, 1) == shipped                      # no job timed its terms: unchanged
+    run = copy.deepcopy(shipped)
+    q = run["points"][0]
+    writes, copies = [0.09, 0.04, 0.05, 0.03, 0.035], [0.006, 0.005, 0.004, 0.005, 0.005]
+    q["concurrent"]["job_terms"] = {"repeats": 5, "copy_B": 60e6, "copy_s": statistics.median(copies),
+                                    "copy_each_s": copies, "copy_own_s": 0.004, "write_B": 60e6,
+                                    "write_s": statistics.median(writes), "write_each_s": writes}
+    five, three = first_probes(run, 5)["points"][0]["terms"], first_probes(run, 3)["points"][0]["terms"]
+    assert five["job_write_Bps"] == 60e6 / 0.04 and three["job_write_Bps"] == 60e6 / 0.05
+    assert three["job_copy_Bps"] == 60e6 / 0.005 and three["job_copy_own_Bps"] == five["job_copy_own_Bps"] == 60e6 / 0.004
+    got = [remodel(first_probes(run, n))["points"][0]["terms_s"]["write_s"] for n in (5, 3)]
+    assert got[1] / got[0] == pytest.approx(0.05 / 0.04)          # the model's write, each from its own probes
+    assert run["points"][0]["concurrent"]["job_terms"]["write_s"] == 0.04           # the record left as it was
+    for bad in (0, 6, 1.5):
+        with pytest.raises(MlsysimError, match="n must be"):
+            first_probes(run, bad)
 
 
 def test_durable_split_sets_rank_0s_shard_beside_the_global_commit_and_the_model():

@@ -65,7 +65,7 @@ def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 
             raise MlsysimError("this PyTorch's FileSystemWriter is not a stager: DCP's staging cannot be timed")
         freed = dcp_stage(group, job, repeats, steps, freed_first=True)
         out.update(stage, **{k.replace("dcp_stage", "dcp_stage_freed"): v for k, v in freed.items()
-                             if k in ("dcp_stage_s", "dcp_stage_own_s")})
+                             if k in ("dcp_stage_s", "dcp_stage_own_s", "dcp_stage_each_s", "dcp_stage_own_each_s")})
         data = np.full(sum(local_B(t) for t in job.tensors().values()), 7, dtype=np.uint8)
     out.update(_writes(group, directory, data, repeats))
     if own:
@@ -112,7 +112,7 @@ def _fixed_beside(group, job, directory, repeats: int) -> dict:
     trains its next step; ``repeats`` times after one untimed save (its buffers and threads set up), each rank in
     a directory of its own under ``directory``, removed after. Rank 0's medians: ``fixed_stall_beside_s``, until
     ``save`` returned, and ``fixed_durable_beside_s``, until the global record was durable (each of those in
-    ``fixed_durable_beside_each_s``)."""
+    ``fixed_stall_beside_each_s``, ``fixed_durable_beside_each_s``)."""
     import torch.distributed as dist
     from ..engines import make_engine
     from .shards import rank_dir
@@ -134,4 +134,4 @@ def _fixed_beside(group, job, directory, repeats: int) -> dict:
         shutil.rmtree(base, ignore_errors=True)
     durable = [committed[s] - started[s] for s in range(1, repeats + 1)]
     return {"fixed_stall_beside_s": statistics.median(stalls[1:]), "fixed_durable_beside_s": statistics.median(durable),
-            "fixed_durable_beside_each_s": durable}
+            "fixed_stall_beside_each_s": stalls[1:], "fixed_durable_beside_each_s": durable}

@@ -18,7 +18,8 @@ measured it on the same side of the prediction (a term the model lacks); :func:`
 follows the figure from run to run. :func:`cycles_needed` and
 :func:`overhead_resolution` say how many checkpoints an overhead's mean needs before the bound can judge it;
 :func:`staged_back_to_back` sets a run's DCP staging to the probe's back-to-back timing, where it has one;
-:func:`probed_apart` takes out the terms its jobs timed of themselves; :func:`durable_split` splits the
+:func:`probed_apart` takes out the terms its jobs timed of themselves, :func:`first_probes` takes each of them
+from its first few times only; :func:`durable_split` splits the
 ``concurrent`` engine's time to durable at the moment rank 0's own shard was durable.
 """
 from __future__ import annotations
@@ -198,6 +199,34 @@ def probed_apart(d: dict) -> dict:
         t = q["terms"]
         if any(t.get(k) is not None for k in JOB_RATES):
             t.update({k: None for k in JOB_RATES}, **staging_rates(q.get("gloo") or {}))
+    return out
+
+
+def first_probes(d: dict, n: int) -> dict:
+    """``d`` (a recorded run, schema 2) as if each training job had timed its own terms ``n`` times, not its
+    ``repeats``: every term whose times the job kept (``*_each_s``, :mod:`~mlsysim.lab.distributed.in_job`) becomes
+    the median of its first ``n``, and the rates the model takes from them are computed again
+    (:func:`~mlsysim.lab.distributed.refine.in_job_rates`); a term kept as a median only stays as it is.
+    :func:`remodel` predicts the run again: how much the model's figures owe to the probes' repeats, in one run.
+
+    >>> d = {"points": [{"terms": {}, "dcp_async": {}, "concurrent": {"job_terms": {"repeats": 5, "copy_B": 1e9,
+    ...      "copy_s": 0.2, "copy_own_s": 0.1, "write_B": 1e9, "write_s": 0.5, "write_each_s": [0.9, 0.4, 0.6, 0.5, 0.3]}}}]}
+    >>> first_probes(d, 3)["points"][0]["terms"]["job_write_Bps"] / 1e9   # 1 GB over 0.6 s, the first three's median
+    1.6666666666666667
+    """
+    from .refine import in_job_rates
+    if type(n) is not int or n < 1:
+        raise MlsysimError(f"n must be a whole number of probes >= 1, got {n!r}")
+    out = copy.deepcopy(d)
+    for q in out["points"]:
+        timed = [q[e].get("job_terms") for e, _ in ENGINES]
+        for jt in timed:
+            if jt and n > jt["repeats"]:
+                raise MlsysimError(f"n must be at most the {jt['repeats']} times the jobs timed their terms, got {n}")
+        own, dcp = ({**jt, **{k[:-len("_each_s")] + "_s": statistics.median(v[:n])
+                              for k, v in jt.items() if k.endswith("_each_s") and v}} if jt else None for jt in timed)
+        if own or dcp:
+            q["terms"].update(in_job_rates(own, dcp))
     return out
 
 
