@@ -185,6 +185,9 @@ def test_plain_steps_first_then_the_overhead_per_checkpoint(tmp_path):
     assert all(len(t[k]) == 2 for k in ("copy_each_s", "write_each_s", "write_own_each_s", "fixed_durable_beside_each_s"))
     assert all(0 < o <= a for o, a in zip(t["write_own_each_s"], t["write_each_s"]))
     assert t["write_s"] == statistics.median(t["write_each_s"])
+    # and the writers' CPU time beside the job's steps, every rank's bytes written durably in a thread of its own
+    assert t["writer_cpu_beside_B"] == t["write_B"] and len(t["writer_cpu_beside_each_s"]) == 2
+    assert 0 < t["writer_cpu_beside_s"] < 5 and not list(tmp_path.rglob("cpu-*"))
     assert not list(tmp_path.rglob("terms-*")) and not list(tmp_path.rglob("fixed-*"))
     assert shards.global_steps(tmp_path / "reference") == [6, 8]
 

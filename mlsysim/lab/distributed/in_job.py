@@ -35,6 +35,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -46,6 +47,7 @@ def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 
     ``copy_own_s`` and ``copy_B`` (``own``: this package's engines' job), ``write_s``, ``write_own_s`` and
     ``write_B`` (the write + ``fsync`` of the rank's bytes in a directory of its own under ``directory``,
     removed afterwards), ``fixed_durable_beside_s`` and ``fixed_stall_beside_s`` (``own``: :func:`_fixed_beside`),
+    ``writer_cpu_beside_s`` and ``writer_cpu_beside_B`` (``own``: :func:`_writer_cpu_beside`, ``steps`` a write),
     DCP's staging (not ``own``: the keys of
     :func:`~mlsysim.lab.distributed.staging.dcp_stage`, each staging held through ``steps`` of the job's steps,
     and ``dcp_stage_freed_s``, ``dcp_stage_freed_own_s``: each freed before them), and ``repeats``."""
@@ -70,6 +72,7 @@ def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 
     out.update(_writes(group, directory, data, repeats))
     if own:
         out.update(_fixed_beside(group, job, directory, repeats))
+        out.update(_writer_cpu_beside(group, job, directory, data, repeats, steps))
     return out
 
 
@@ -135,3 +138,40 @@ def _fixed_beside(group, job, directory, repeats: int) -> dict:
     durable = [committed[s] - started[s] for s in range(1, repeats + 1)]
     return {"fixed_stall_beside_s": statistics.median(stalls[1:]), "fixed_durable_beside_s": statistics.median(durable),
             "fixed_stall_beside_each_s": stalls[1:], "fixed_durable_beside_each_s": durable}
+
+
+def _writer_cpu_beside(group, job, directory, data: np.ndarray, repeats: int, steps: int) -> dict:
+    """Every rank writes ``data`` durably (:func:`mlsysim.lab.store.write_durable`: CRC-32, 16 MiB writes, writeback,
+    ``fsync``) in a thread of its own while ``job`` trains ``steps`` steps (at least one), as the engine's writer
+    writes a snapshot while the job trains up to its next checkpoint; ``repeats`` times, each file deleted after (as
+    the job prunes), the rank's directory removed after. The writers' CPU time, user and kernel, each thread's own
+    (``time.thread_time``), summed over the ranks: ``writer_cpu_beside_s`` (the median), ``writer_cpu_beside_each_s``,
+    with the bytes written, summed over the ranks (``writer_cpu_beside_B``): u_c timed where the job's writes run."""
+    import threading
+    from ..store import write_durable
+    from .staging import summed
+    own_dir = tempfile.mkdtemp(prefix=f"cpu-{os.getpid()}-", dir=directory)
+    took = []
+    try:
+        for i in range(repeats):
+            path, cpu = Path(own_dir) / f"c{i}.bin", []
+
+            def write():
+                c0 = time.thread_time()
+                try:
+                    write_durable(path, [data])
+                finally:
+                    cpu.append(time.thread_time() - c0)
+            writer = threading.Thread(target=write, name="mlsysim-cpu-probe")
+            writer.start()
+            for _ in range(max(steps, 1)):
+                job.step()
+            writer.join()
+            if not path.exists():
+                raise MlsysimError(f"the writer beside the job's steps wrote no {path}")
+            os.remove(path)
+            took.append(summed(group, cpu[0]))
+    finally:
+        shutil.rmtree(own_dir, ignore_errors=True)
+    return {"writer_cpu_beside_s": statistics.median(took), "writer_cpu_beside_each_s": took,
+            "writer_cpu_beside_B": summed(group, data.nbytes)}
