@@ -613,15 +613,6 @@ def test_terms_the_job_timed_of_itself_stand_for_those_timed_apart():
         {k: small["concurrent"][k] for k in ("stall_s", "overhead_s")} and fixed["dcp-async"] == small["dcp-async"]
     with pytest.raises(MlsysimError, match="job_fixed_durable_s must be a measured time >= 0 s or None"):
         dataclasses.replace(T, job_fixed_durable_s=-0.01)
-    # the writers' CPU time beside the job's own steps stands for the one timed apart beside the churn
-    churn = dataclasses.replace(t, writer_cpu_s_per_B=0.3e-9, writer_cpu_churned_s_per_B=1.0e-9, churn_Bps=1e9)
-    for u in (0.5e-9, 2.0e-9):
-        in_job = terms.refined_job(dataclasses.replace(churn, job_writer_cpu_s_per_B=u), 1e9)
-        assert in_job["terms"]["writer_cpu_s"] == pytest.approx(u * copied)
-    cheaper = terms.refined_job(dataclasses.replace(churn, job_writer_cpu_s_per_B=0.5e-9), 1e9)["concurrent"]
-    assert cheaper["overhead_s"] < terms.refined_job(churn, 1e9)["concurrent"]["overhead_s"]
-    with pytest.raises(MlsysimError, match="job_writer_cpu_s_per_B must be measured CPU seconds per byte > 0"):
-        dataclasses.replace(T, job_writer_cpu_s_per_B=0.0)
 
 
 def test_probed_apart_takes_out_what_the_jobs_timed_of_themselves():

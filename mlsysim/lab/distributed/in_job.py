@@ -143,10 +143,17 @@ def _fixed_beside(group, job, directory, repeats: int) -> dict:
 def _writer_cpu_beside(group, job, directory, data: np.ndarray, repeats: int, steps: int) -> dict:
     """Every rank writes ``data`` durably (:func:`mlsysim.lab.store.write_durable`: CRC-32, 16 MiB writes, writeback,
     ``fsync``) in a thread of its own while ``job`` trains ``steps`` steps (at least one), as the engine's writer
-    writes a snapshot while the job trains up to its next checkpoint; ``repeats`` times, each file deleted after (as
-    the job prunes), the rank's directory removed after. The writers' CPU time, user and kernel, each thread's own
+    writes a snapshot while the job trains up to its next checkpoint; ``repeats`` times, each thread deleting the
+    file before its own once its own is durable, as the job prunes its older checkpoint (the memory the next write
+    takes freed as long before as in the job), the rank's directory removed after. The writers'
+    CPU time, user and kernel, each thread's own
     (``time.thread_time``), summed over the ranks: ``writer_cpu_beside_s`` (the median), ``writer_cpu_beside_each_s``,
-    with the bytes written, summed over the ranks (``writer_cpu_beside_B``): u_c timed where the job's writes run."""
+    with the bytes written, summed over the ranks (``writer_cpu_beside_B``): u_c timed where the job's writes run.
+    Kept beside the u_c the model takes (timed apart, beside churning processes), not in its place: at 4 ranks it
+    came to 0.53 ns per byte at 254 MB and 0.37 at a gigabyte (``benchmarks/records/lab_dist_one_point-2026-12-06f``
+    and ``-06g``, each file deleted right before the next write), where rank 0's writer in trials of the same jobs
+    (not kept) took 0.54 and 0.68 ns per byte of its thread's CPU time per checkpoint cycle
+    (:func:`~mlsysim.lab.distributed.accounting.cycles`), the first checkpoints the costliest."""
     import threading
     from ..store import write_durable
     from .staging import summed
@@ -162,6 +169,8 @@ def _writer_cpu_beside(group, job, directory, data: np.ndarray, repeats: int, st
                     write_durable(path, [data])
                 finally:
                     cpu.append(time.thread_time() - c0)
+                if i:                          # pruned once this one is durable, while the job trains on
+                    os.remove(Path(own_dir) / f"c{i - 1}.bin")
             writer = threading.Thread(target=write, name="mlsysim-cpu-probe")
             writer.start()
             for _ in range(max(steps, 1)):
@@ -169,7 +178,6 @@ def _writer_cpu_beside(group, job, directory, data: np.ndarray, repeats: int, st
             writer.join()
             if not path.exists():
                 raise MlsysimError(f"the writer beside the job's steps wrote no {path}")
-            os.remove(path)
             took.append(summed(group, cpu[0]))
     finally:
         shutil.rmtree(own_dir, ignore_errors=True)

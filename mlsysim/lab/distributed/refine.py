@@ -52,8 +52,8 @@ def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
     :class:`~mlsysim.lab.distributed.terms.Terms`' fields: c_N until the last rank and until rank 0 is done, each
     job's W_N, DCP's σ and σ_0 (of the stagings freed a gap before the next, ``dcp_stage_freed_*``, as the job's
     saves free theirs, where timed; else of those held through the gap), and the ``concurrent`` engine's fixed
-    cost to durable beside the job's steps (o_b − o, ``job_fixed_durable_s``, where timed) and its writers' CPU time
-    per byte beside them (u_c, ``job_writer_cpu_s_per_B``, where timed); none for a job that timed none.
+    cost to durable beside the job's steps (o_b − o, ``job_fixed_durable_s``, where timed); none for a job that
+    timed none.
 
     >>> r = in_job_rates({"copy_B": 1e9, "copy_s": 0.1, "copy_own_s": 0.08, "write_B": 1e9, "write_s": 0.5},
     ...                  {"dcp_stage_B": 1e9, "dcp_stage_s": 0.4, "dcp_stage_own_s": 0.3, "write_B": 1e9,
@@ -75,8 +75,6 @@ def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
                    job_write_Bps=own["write_B"] / own["write_s"])
         if own.get("fixed_durable_beside_s") is not None:
             out["job_fixed_durable_s"] = max(0.0, own["fixed_durable_beside_s"] - own["fixed_stall_beside_s"])
-        if own.get("writer_cpu_beside_s"):
-            out["job_writer_cpu_s_per_B"] = own["writer_cpu_beside_s"] / own["writer_cpu_beside_B"]
     if dcp:
         way = "_freed" if dcp.get("dcp_stage_freed_s") else ""
         out.update(dcp_job_write_Bps=dcp["write_B"] / dcp["write_s"], **staging_rates(dcp, way))

@@ -291,7 +291,7 @@ _RULES = (
     (("beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B", "gloo_share"), 0.0, True,
      "a measured value >= 0 or None"),
     (("writer_cpu_s_per_B", "writer_cpu_reclaimed_s_per_B", "writer_cpu_churned_s_per_B", "churn_Bps",
-      "writer_cpu_cached_s_per_B", "job_writer_cpu_s_per_B"), 0.0, False,
+      "writer_cpu_cached_s_per_B"), 0.0, False,
      "measured CPU seconds per byte > 0 or None"),
     (("copy_piece_B",), 0.0, False, "a size > 0 B (a rank's largest tensor) or None"),
     (("shared_write_B",), 0.0, False, "a size > 0 B (the bytes W_N was timed with) or None"))
@@ -308,8 +308,7 @@ class Terms:
     is durable (:mod:`~mlsysim.lab.distributed.in_job`): c_N, until the last rank is done and until rank 0 is
     (``job_copy_Bps``, ``job_copy_own_Bps``), W_N of the ``concurrent`` job (``job_write_Bps``) and of DCP's
     (``dcp_job_write_Bps``), and o_b − o of the ``concurrent`` job, its saves beside the job's own steps
-    (``job_fixed_durable_s``, seconds), and u_c, the writers' CPU time per byte beside the job's own steps
-    (``job_writer_cpu_s_per_B``); where given, they stand for the terms timed apart (None: not timed so)."""
+    (``job_fixed_durable_s``, seconds); where given, they stand for the terms timed apart (None: not timed so)."""
 
     cores: int
     world: int
@@ -366,7 +365,6 @@ class Terms:
     job_write_Bps: float | None = None
     dcp_job_write_Bps: float | None = None
     job_fixed_durable_s: float | None = None
-    job_writer_cpu_s_per_B: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -594,8 +592,8 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
     churned = t.writer_cpu_churned_s_per_B is not None    # the writes meet the training's churn at every gap
     u_back = taken_back and t.writer_cpu_reclaimed_s_per_B is not None and not churned
     if t.writer_cpu_s_per_B is not None:
-        cpu = (t.job_writer_cpu_s_per_B if t.job_writer_cpu_s_per_B is not None else t.writer_cpu_churned_s_per_B
-               if churned else t.writer_cpu_reclaimed_s_per_B if u_back else t.writer_cpu_s_per_B) * total
+        cpu = (t.writer_cpu_churned_s_per_B if churned else t.writer_cpu_reclaimed_s_per_B if u_back
+               else t.writer_cpu_s_per_B) * total
         cpu_s = cpu / n * slowed
     writers = max(write, cpu_s)                  # writeback starts chunk by chunk: the longer of the two
     if t.writer_cpu_s_per_B is not None:         # every CPU second the writers take, a rank on a busy core loses
