@@ -27,6 +27,9 @@ gathered to rank 0, global record) while the job trains its next step. The probe
 same on the lab's job at its smallest width, whose steps are not the full job's: at 4 ranks and 254 MB the global
 record came a median 0.078 s after rank 0's shard was durable, where that probe had put the whole fixed cost at
 0.025 s and this one at 0.048 s (``benchmarks/records/lab_dist-2026-12-06f.json``, :func:`.results.durable_split`).
+
+The writers' CPU time beside the job's own steps (:func:`_writer_cpu_beside`, this package's engines' jobs) is
+recorded beside the u_c the model takes, not yet in its place.
 """
 from __future__ import annotations
 
