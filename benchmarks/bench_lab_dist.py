@@ -17,8 +17,9 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
 * at the largest size, two nodes of N / 2 ranks (two ``torchrun`` agents) and a node lost: the
   recovery from the survivor's peer memory against the recovery from durable storage, and the
   downtime per loss beside the job's own start (its launch until it first resumed, in the same run) and the
-  driver's teardown of the lost node; a launch of the same job apart, before it, is kept beside them
-  (``start_apart_s``, :func:`mlsysim.lab.distributed.terms.start_s`, the start the runs up to 2026-12-05i took);
+  driver's teardown of the lost node; a launch of the same job apart, before it (``start_apart_s``,
+  :func:`mlsysim.lab.distributed.terms.start_s`, the start the runs up to 2026-12-05i took): the model's T is
+  the mean of the two starts (:func:`mlsysim.lab.distributed.terms.job_start_s`);
 * the overhead per checkpoint of both engines: the job trains ``PLAIN`` steps without checkpoints,
   then checkpoints every ``EVERY`` steps; each checkpoint's cycle (its stall and the two steps after it)
   less the two steps after those, the last before the next checkpoint: a baseline in the same stretch
@@ -169,7 +170,8 @@ def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
                                                 layers=layers), say)
     naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
         t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B)))
-    refined = terms.refined_recovery(dataclasses.replace(t, start_s=r.start_s), cfg.state_B, r.teardown_s)
+    refined = terms.refined_recovery(dataclasses.replace(t, start_s=terms.job_start_s(r.start_s, apart)),
+                                       cfg.state_B, r.teardown_s)
     return {"world_size": nproc, "nodes": 2, "state_B": cfg.state_B, "sources": list(r.sources),
             "recovered_from": r.recovered_from, "recovery_s": r.recovery_s,
             "recovery_storage_s": r.recovery_storage_s, "resumed_exactly": r.resumed_exactly,

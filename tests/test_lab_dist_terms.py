@@ -753,3 +753,19 @@ def test_a_run_s_dcp_staging_can_be_set_to_the_probe_s_back_to_back_timing():
     # the model again: DCP's stall takes rank 0's own staging, 0.4 s here where the held probe timed 0.266 s
     stall = [remodel(d)["points"][2]["dcp_async"]["predicted"]["refined"]["stall_s"] for d in (both, back)]
     assert round(g["dcp_stage_own_s"], 3) == 0.266 and stall[1] - stall[0] == pytest.approx(0.4 - 0.266, abs=0.002)
+
+
+def test_the_start_a_restart_meets_is_the_mean_of_the_jobs_two_launches():
+    assert terms.job_start_s(6.0, 9.0) == 7.5 and terms.job_start_s(6.0) == 6.0 and terms.job_start_s(6.0, None) == 6.0
+    for bad in ((0.0, 9.0), (6.0, -1.0), (6.0, math.nan), (math.inf, 9.0), ("6", 9.0)):
+        with pytest.raises(MlsysimError, match="must be a finite start in seconds > 0"):
+            terms.job_start_s(*bad)
+    shipped = recorded()   # its node losses timed one start each: their downtimes stand on it alone
+    assert all("start_apart_s" not in n for n in shipped["node_loss"]) and remodel(shipped) == shipped
+    run = copy.deepcopy(shipped)
+    n = run["node_loss"][0]
+    n["start_apart_s"] = n["start_s"] + 2.0
+    got, before = remodel(run)["node_loss"][0]["predicted"]["refined"], n["predicted"]["refined"]
+    for key in ("downtime_peer_s", "downtime_storage_s"):             # each downtime 1 s later: T half-way
+        assert got[key] == pytest.approx(before[key] + 1.0)
+    assert got["peer_memory_s"] == before["peer_memory_s"] and n["start_apart_s"] == n["start_s"] + 2.0

@@ -145,9 +145,10 @@ def remodel(d: dict) -> dict:
     """``d`` (a recorded run, schema 2) with every refined prediction and each point's ``terms_s`` computed
     again by the module ``mlsysim.lab.distributed.terms`` from the terms the run measured (each point's, the
     gap between checkpoints as the benchmark takes it, ``every`` x DCP's plain step; for a node loss the
-    point of its world size at its state size, with the start and the teardowns it measured); the measurements
+    point of its world size at its state size, with the teardowns it measured and T from its two starts,
+    :func:`~mlsysim.lab.distributed.terms.job_start_s`); the measurements
     and the first predictions are left as they are."""
-    from .terms import Terms, refined_job, refined_recovery, refined_restore
+    from .terms import Terms, job_start_s, refined_job, refined_recovery, refined_restore
     out = copy.deepcopy(d)
     measured = {}
     for q in out["points"]:
@@ -164,7 +165,8 @@ def remodel(d: dict) -> dict:
                 r["predicted"]["refined_restore_s"] = refined_restore(t, r["scheme"], q["state_B"])
     for n in out["node_loss"]:
         if n.get("predicted", {}).get("refined"):
-            t = dataclasses.replace(measured[(n["world_size"], n["state_B"])], start_s=n["start_s"])
+            start = job_start_s(n["start_s"], n.get("start_apart_s"))
+            t = dataclasses.replace(measured[(n["world_size"], n["state_B"])], start_s=start)
             n["predicted"]["refined"] = refined_recovery(t, n["state_B"], tuple(n.get("teardown_s") or (0.0, 0.0)))
     return out
 

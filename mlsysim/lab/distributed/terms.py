@@ -87,9 +87,12 @@ timings in the same run):
         checkpoints, over the step's seconds (its busy share)   (:func:`overhead_per_checkpoint`)
   g     the same of its gloo threads alone (recorded, left      the job's own plain steps
         out of the model: see the concurrent engine below)
-  T     process start and rendezvous of a torchrun job, its     the job's own first start, launch to
-        setup and first touch of its buffers                    resume (:func:`start_s` where kept runs
-                                                                up to 2026-12-05i launched it apart)
+  T     process start and rendezvous of a torchrun job, its     the mean of the job's own first start,
+        setup and first touch of its buffers                    launch to resume, and a launch of it
+                                                                apart (:func:`job_start_s`; the apart
+                                                                one alone in the kept runs up to
+                                                                2026-12-05i, the job's own alone in
+                                                                the CLI's JSON)
   e     the lab's teardown of a lost node: its processes gone,  the driver, per loss (its ``teardown_s``)
         its memory tier erased, before the replacement starts
 ======  ======================================================  =====================================
@@ -222,10 +225,12 @@ for S / W and S / r (a single reader or writer keeps W and r).
 * downtime per node loss: e + T + recovery. The rendezvous' detection of the dead node
   (``keep_alive_interval`` x ``keep_alive_max_attempt`` of :data:`~mlsysim.lab.distributed.launcher.RDZV_CONF`,
   :data:`DETECT_S`) runs while the replacement agent and the new workers start, and is hidden in T. T is
-  the job's own first start, taken in the same run just before its losses: a launch right after the
-  uninterrupted run's processes ended touches memory freed a moment before, as a restart touches what the
-  loss freed (a launch apart may find freed memory the host has taken back, whose first touch cost 27
-  times as much per byte here: ``benchmarks/records/lab_reporting-2026-12-05.json``).
+  the mean of two launches of the job (:func:`job_start_s`): its own first start, taken in the same run just
+  before its losses (a launch right after the uninterrupted run's processes ended touches memory freed a
+  moment before, as a restart touches what the loss freed; a launch apart may find freed memory the host has
+  taken back, whose first touch cost 27 times as much per byte here:
+  ``benchmarks/records/lab_reporting-2026-12-05.json``), and a launch of it apart just before: each is one
+  sample of a start that moves by seconds from launch to launch.
 
 >>> t = Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
 ...           crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
@@ -712,6 +717,25 @@ def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) ->
         out["downtime_peer_s"] = first + t.start_s + out["peer_memory_s"]
         out["downtime_storage_s"] = second + t.start_s + out["storage_s"]
     return out
+
+
+def job_start_s(first_s: float, apart_s: float | None = None) -> float:
+    """T for a job's restarts, in seconds: the mean of the job's own first start (launch to its first resume)
+    and, where one was timed (``apart_s``), a launch of the same job apart (:func:`start_s`); ``first_s`` alone
+    without it. A start is one sample of a noisy quantity: Python and PyTorch loaded from the page cache or
+    from the disk, the rendezvous, the process groups, on cores the job's other processes share. In the ten
+    kept runs ``lab_dist-2026-12-05j`` to ``-06g`` the two launches of one job differed by up to 3.9 s (5.8 and
+    9.6 s on 2 nodes x 1), and its restarts fell on either side of its first start, so two samples bound the
+    restarts better than one (the downtimes within 25 % of the model: 37 of 40 with the mean, 33 with the first
+    start alone).
+
+    >>> job_start_s(6.65, 9.27), job_start_s(6.65)
+    (7.96, 6.65)
+    """
+    for name, v in (("first_s", first_s), ("apart_s", apart_s)):
+        if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
+            raise MlsysimError(f"{name} must be a finite start in seconds > 0, got {v!r}")
+    return first_s if apart_s is None else (first_s + apart_s) / 2
 
 
 def start_s(launch, nproc: int, nodes: int = 1, d_model: int = 32, layers: int = 2, repeats: int = 1) -> float:
