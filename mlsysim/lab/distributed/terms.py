@@ -721,7 +721,7 @@ def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) ->
 
 def job_start_s(first_s: float, apart_s: float | None = None) -> float:
     """T for a job's restarts, in seconds: the mean of the job's own first start (launch to its first resume)
-    and, where one was timed (``apart_s``), a launch of the same job apart (:func:`start_s`); ``first_s`` alone
+    and, where one was timed (``apart_s``), a launch of the same job apart (``start_s`` here); ``first_s`` alone
     without it. A start is one sample of a noisy quantity: Python and PyTorch loaded from the page cache or
     from the disk, the rendezvous, the process groups, on cores the job's other processes share. In the ten
     kept runs ``lab_dist-2026-12-05j`` to ``-06g`` the two launches of one job differed by up to 3.9 s (5.8 and
