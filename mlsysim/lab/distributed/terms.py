@@ -726,8 +726,9 @@ def job_start_s(first_s: float, apart_s: float | None = None) -> float:
     from the disk, the rendezvous, the process groups, on cores the job's other processes share. In the ten
     kept runs ``lab_dist-2026-12-05j`` to ``-06g`` the two launches of one job differed by up to 3.9 s (5.8 and
     9.6 s on 2 nodes x 1), and its restarts fell on either side of its first start, so two samples bound the
-    restarts better than one (the downtimes within 25 % of the model: 37 of 40 with the mean, 33 with the first
-    start alone).
+    restarts better than one (the downtimes whose prediction lies within ±25 % of them: 39 of 40 with the mean, 36
+    with the first start alone; in ``-06h``, recorded after, 4 of 4 against 1, its two launches on 2 x 1 taking 6.2
+    and 15.1 s).
 
     >>> job_start_s(6.65, 9.27), job_start_s(6.65)
     (7.96, 6.65)
