@@ -170,8 +170,8 @@ def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
                                                 layers=layers), say)
     naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
         t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B)))
-    refined = terms.refined_recovery(dataclasses.replace(t, start_s=terms.job_start_s(r.start_s, apart)),
-                                       cfg.state_B, r.teardown_s)
+    start = None if r.start_s is None else terms.job_start_s(r.start_s, apart)   # no resume seen: no downtime
+    refined = terms.refined_recovery(dataclasses.replace(t, start_s=start), cfg.state_B, r.teardown_s)
     return {"world_size": nproc, "nodes": 2, "state_B": cfg.state_B, "sources": list(r.sources),
             "recovered_from": r.recovered_from, "recovery_s": r.recovery_s,
             "recovery_storage_s": r.recovery_storage_s, "resumed_exactly": r.resumed_exactly,

@@ -148,10 +148,10 @@ def _writer_cpu_beside(group, job, directory, data: np.ndarray, repeats: int, st
     ``fsync``) in a thread of its own while ``job`` trains ``steps`` steps (at least one), as the engine's writer
     writes a snapshot while the job trains up to its next checkpoint; ``repeats`` times, each thread deleting the
     file before its own once its own is durable, as the job prunes its older checkpoint (the memory the next write
-    takes freed as long before as in the job), the rank's directory removed after. The writers'
-    CPU time, user and kernel, each thread's own
-    (``time.thread_time``), summed over the ranks: ``writer_cpu_beside_s`` (the median), ``writer_cpu_beside_each_s``,
-    with the bytes written, summed over the ranks (``writer_cpu_beside_B``): u_c timed where the job's writes run.
+    takes freed as long before as in the job), the rank's directory removed after. The writers' CPU time, user and
+    kernel, each thread's own (``time.thread_time``), summed over the ranks: ``writer_cpu_beside_s`` (the median),
+    ``writer_cpu_beside_each_s``, with the bytes written, summed over the ranks (``writer_cpu_beside_B``): u_c timed
+    where the job's writes run.
     Kept beside the u_c the model takes (timed apart, beside churning processes), not in its place: at 4 ranks it
     came to 0.53 ns per byte at 254 MB and 0.37 at a gigabyte (``benchmarks/records/lab_dist_one_point-2026-12-06f``
     and ``-06g``, each file deleted right before the next write), where rank 0's writer in trials of the same jobs

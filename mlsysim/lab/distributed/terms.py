@@ -734,7 +734,7 @@ def job_start_s(first_s: float, apart_s: float | None = None) -> float:
     (7.96, 6.65)
     """
     for name, v in (("first_s", first_s), ("apart_s", apart_s)):
-        if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
+        if (v is not None or name == "first_s") and not (isinstance(v, (int, float)) and 0 < v < math.inf):
             raise MlsysimError(f"{name} must be a finite start in seconds > 0, got {v!r}")
     return first_s if apart_s is None else (first_s + apart_s) / 2
 
