@@ -32,8 +32,9 @@ def test_the_job_worked_numbers():
     j = terms.refined_job(dataclasses.replace(T, torch_crc_Bps=4e9, sync_s=0.01), 1e9, "fsdp")
     c, a = j["concurrent"], j["dcp-async"]
     # R = 0.5 GB + 16 kB per rank; copies of both ranks at once 1 GB / 10 GB/s; each writer's CPU work,
-    # (1/20 + 1/4) s/GB (2 writers on 2 cores, a core each), beside the disk's 1 s: the longer
-    assert round(c["stall_s"], 4) == 0.1 and round(c["durable_s"], 3) == round(0.1 + max(1.0, 0.15) + 0.02, 3)
+    # (1/20 + 1/4) s/GB (2 writers on 2 cores, a core each), beside the disk's 1 s: the longer, and of the
+    # shorter one chunk's share (30 chunks of 16 MiB per rank: the first chunk's copy, the last one's writeback)
+    assert round(c["stall_s"], 4) == 0.1 and round(c["durable_s"], 3) == round(0.1 + 1.0 + 0.15 / 30 + 0.02, 3)
     assert round(c["overhead_s"], 3) == 0.25 and j["terms"]["share_training"] == 2.0
     # DCP stages into new memory (5 GB/s) and torch.save's CRC (4 GB/s): (1/4 + 1/4) s/GB, then the disk
     assert round(a["stall_s"], 3) == 0.2 and round(a["durable_s"], 3) == round(0.2 + 0.25 + 1.0 + 0.02, 3)
@@ -252,8 +253,8 @@ def test_the_writers_cpu_time_is_what_the_training_loses():
     j = terms.refined_job(t, 1e9)
     assert round(j["terms"]["writer_cpu_s"], 3) == 1.0 and round(j["terms"]["writer_loss_s"], 3) == 0.5
     assert round(j["concurrent"]["overhead_s"], 3) == round(0.1 + 0.5, 3)
-    # each writer's 0.5 s of CPU, twice as long beside a busy rank, beside the disk's 1.0 s
-    assert round(j["concurrent"]["durable_s"], 3) == round(0.1 + max(1.0, 0.5 * 2), 3)
+    # each writer's 0.5 s of CPU (a core each) beside the disk's 1.0 s, and a thirtieth of it (30 chunks)
+    assert round(j["concurrent"]["durable_s"], 3) == round(0.1 + 1.0 + 0.5 / 30, 3)
     # one rank on 4 cores: while its writer runs (1 s), the 3 free cores can take 3 core-seconds: no loss
     one = terms.refined_job(dataclasses.replace(t, world=1, cores=4), 1e9)
     assert one["terms"]["writer_loss_s"] == 0.0 and round(one["terms"]["idle_taken_s"], 3) == 1.0
@@ -288,11 +289,11 @@ def test_the_writers_cpu_time_after_the_host_took_memory_back_counts_once_the_ga
 def test_gloos_share_of_a_plain_step_is_recorded_and_left_out_of_the_loss():
     # gloo's threads' CPU follows the collectives' bytes and does not grow while the training is held up: a
     # measured share of 0.2 of a core per rank and second changes no figure (the writes take 1.6 core-seconds,
-    # 0.5 of them on cores the ranks leave idle: 0.55 s lost either way)
+    # 0.5 cores the ranks leave idle take them for the writers' 1.017 s: 0.546 s lost either way)
     t = dataclasses.replace(T, torch_crc_Bps=4e9, beside_write_s_per_B=0.5e-9, beside_loss_s_per_B=0.1e-9,
                             writer_cpu_s_per_B=1e-9, beside_mean_loss_s_per_B=0.8e-9, busy_share=0.75)
     plain, shared = terms.refined_job(t, 1e9), terms.refined_job(dataclasses.replace(t, gloo_share=0.2), 1e9)
-    assert round(plain["terms"]["writer_loss_s"], 3) == 0.55 and shared == plain
+    assert round(plain["terms"]["writer_loss_s"], 3) == round((1.6 - 0.5 * (1.0 + 0.5 / 30)) / 2, 3) and shared == plain
     with pytest.raises(MlsysimError, match="gloo_share must be"):
         dataclasses.replace(T, gloo_share=-0.1)
 
@@ -305,11 +306,14 @@ def test_the_ranks_waits_take_the_hosts_work_and_free_cores_the_writers_too():
     busy = terms.refined_job(t, 1e9)
     assert round(busy["terms"]["writer_taken_s"], 3) == 1.6 and round(busy["terms"]["writer_loss_s"], 3) == 0.8
     # ranks busy 3/4 of the time leave 2 - 2 x 0.75 = 0.5 cores idle, waiting in their collectives, while the
-    # writers run, 1 s (the disk's write outlasts each writer's 0.5 s of CPU): 0.5 core-seconds of the host's 0.6
+    # writers run, 1.017 s (the disk's write outlasts each writer's 0.5 s of CPU, and a thirtieth of that, 30
+    # chunks): 0.508 core-seconds of the host's 0.6
     idle = terms.refined_job(dataclasses.replace(t, busy_share=0.75), 1e9)
-    assert round(idle["terms"]["writers_s"], 3) == 1.0 and round(idle["terms"]["idle_taken_s"], 3) == 0.5
-    assert round(idle["terms"]["writer_loss_s"], 3) == round((1.6 - 0.5) / 2, 3)
-    assert round(busy["concurrent"]["overhead_s"] - idle["concurrent"]["overhead_s"], 3) == 0.25
+    writers = 1.0 + 0.5 / 30
+    assert round(idle["terms"]["writers_s"], 3) == round(writers, 3)
+    assert round(idle["terms"]["idle_taken_s"], 3) == round(0.5 * writers, 3)
+    assert round(idle["terms"]["writer_loss_s"], 3) == round((1.6 - 0.5 * writers) / 2, 3)
+    assert round(busy["concurrent"]["overhead_s"] - idle["concurrent"]["overhead_s"], 3) == round(0.5 * writers / 2, 3)
     # after the gap, the re-backed pages' accounted CPU (u_h - u = 1.5 ns/B) comes on top of the spinners' loss
     back = terms.refined_job(dataclasses.replace(t, writer_cpu_reclaimed_s_per_B=2.5e-9), 1e9, gap_s=10.0)
     assert round(back["terms"]["writer_taken_s"], 3) == 3.1
@@ -321,10 +325,13 @@ def test_the_ranks_waits_take_the_hosts_work_and_free_cores_the_writers_too():
     never = terms.refined_job(dataclasses.replace(t, busy_share=0.0, beside_write_s_per_B=1e-9), 1e9)
     assert round(never["terms"]["idle_taken_s"], 3) == 0.6 and round(never["terms"]["writer_loss_s"], 3) == 0.5
     # a core no rank runs on takes the writers' work first, then the host's: one rank on 2 cores, busy half the
-    # time, its writer's 1.0 s of CPU on the free core (1 core x 1 s), the host's 0.6 s in the rank's waits
+    # time, its writer's 1.0 s of CPU on the free core, the host's 0.6 s in what is left of the free core and in
+    # the rank's waits while the writer runs (1 s, and a sixtieth of that: 60 chunks): 0.017 + 0.508 s of it
     one = terms.refined_job(dataclasses.replace(t, world=1, busy_share=0.5, beside_mean_loss_s_per_B=1.6e-9), 1e9)
-    assert round(one["terms"]["writer_taken_s"], 3) == 1.6 and round(one["terms"]["idle_taken_s"], 3) == 1.5
-    assert round(one["terms"]["writer_loss_s"], 3) == 0.1
+    writers = 1.0 + 1.0 / 60
+    assert round(one["terms"]["writer_taken_s"], 3) == 1.6
+    assert round(one["terms"]["idle_taken_s"], 3) == round(1.0 + (writers - 1.0) + 0.5 * writers, 3)
+    assert round(one["terms"]["writer_loss_s"], 3) == round(1.6 - (1.0 + (writers - 1.0) + 0.5 * writers), 3)
     with pytest.raises(MlsysimError, match="busy_share must be a measured value"):
         dataclasses.replace(T, busy_share=-0.5)
 
@@ -335,17 +342,17 @@ def test_the_writers_cpu_runs_beside_the_disk_and_dcp_writes_back_after_it():
     # 0.5 GB, then the whole 1.0 s write at its fsync
     t = dataclasses.replace(T, torch_crc_Bps=4e9, writer_cpu_s_per_B=3e-9, busy_share=0.5)
     j = terms.refined_job(t, 1e9)
-    assert j["terms"]["writers_slowed"] == 1.0 and round(j["terms"]["writers_s"], 3) == 1.5
-    assert round(j["concurrent"]["durable_s"], 3) == round(0.1 + 1.5, 3)
+    assert j["terms"]["writers_slowed"] == 1.0 and round(j["terms"]["writers_s"], 3) == round(1.5 + 1.0 / 30, 3)
+    assert round(j["concurrent"]["durable_s"], 3) == round(0.1 + 1.5 + 1.0 / 30, 3)    # 30 chunks per rank
     assert round(j["dcp-async"]["durable_s"], 3) == round(0.2 + 0.25 + 1.0, 3)
     # the ranks' busy share does not slow the writers; their waits take only the host's work, none measured here
     busy = terms.refined_job(dataclasses.replace(t, busy_share=1.0), 1e9)
     assert busy["terms"]["writers_s"] == j["terms"]["writers_s"] and busy["dcp-async"]["durable_s"] == \
         j["dcp-async"]["durable_s"] and busy["concurrent"]["overhead_s"] == j["concurrent"]["overhead_s"]
-    # 4 writers on 2 cores run at half a core each: 0.75 s of CPU per writer takes 1.5 s; DCP's
-    # (1/4 + 1/4) s/GB x 0.25 GB per rank takes 0.25 s
+    # 4 writers on 2 cores run at half a core each: 0.75 s of CPU per writer takes 1.5 s, and the disk's 1.0 s over
+    # 15 chunks per rank; DCP's (1/4 + 1/4) s/GB x 0.25 GB per rank takes 0.25 s
     four = terms.refined_job(dataclasses.replace(t, world=4), 1e9)
-    assert four["terms"]["writers_slowed"] == 2.0 and round(four["terms"]["writers_s"], 3) == 1.5
+    assert four["terms"]["writers_slowed"] == 2.0 and round(four["terms"]["writers_s"], 3) == round(1.5 + 1.0 / 15, 3)
     assert round(four["dcp-async"]["durable_s"] - four["dcp-async"]["stall_s"], 3) == round(0.25 + 1.0, 3)
 
 
@@ -545,7 +552,7 @@ def test_the_memory_a_checkpoint_frees_is_the_hosts_2_s_after_its_write_ends_not
                             writer_cpu_reclaimed_s_per_B=2.5e-9)
     held, j = terms.refined_job(t, 1e9, gap_s=1.0), terms.refined_job(t, 1e9, gap_s=3.1)
     waits = (j["terms"]["reclaim_wait_concurrent_s"], j["terms"]["reclaim_wait_dcp_s"])
-    assert [round(w, 3) for w in waits] == [2.1, 1.85]
+    assert [round(w, 3) for w in waits] == [round(2.1 - 0.5 / 30, 3), 1.85]     # 30 chunks: the last one's write
     assert round(j["terms"]["writer_loss_s"], 3) == 1.25 and round(held["terms"]["writer_loss_s"], 3) == 0.5
     assert j["dcp-async"] == held["dcp-async"] and "reclaimed_write_s" not in j["terms"]
     assert round(j["concurrent"]["overhead_s"] - held["concurrent"]["overhead_s"], 3) == 0.75

@@ -274,3 +274,21 @@ def test_free_page_reporting_is_read_from_the_balloon_device(tmp_path):
     (devices / "virtio0" / "features").write_text("01100101\n")
     assert reports_free_pages(str(devices))
     assert not reports_free_pages(str(tmp_path / "missing"))
+
+
+@given(cpu=st.floats(0, 10), write=st.floats(0, 10), size=st.floats(1, 4e9))
+def test_a_chunked_write_takes_the_longer_stage_and_one_chunk_of_the_shorter(cpu, write, size):
+    t = store.pipelined_s(cpu, write, size)
+    m = -(-size // store.CHUNK_B)
+    assert max(cpu, write) <= t <= cpu + write + 1e-12          # never faster than a stage, never slower than both
+    assert t == pytest.approx(max(cpu, write) + min(cpu, write) / m)
+    assert store.pipelined_s(cpu, write, store.CHUNK_B) == pytest.approx(cpu + write)   # one chunk: in turn
+
+
+@pytest.mark.parametrize("kw, name", [({"cpu_s": -0.1}, "cpu_s"), ({"write_s": float("inf")}, "write_s"),
+                                      ({"size_B": 0}, "size_B"), ({"chunk_B": 0.5}, "chunk_B")])
+def test_a_chunked_write_refuses_times_and_sizes_that_are_not_by_name(kw, name):
+    from mlsysim.errors import MlsysimError
+    args = {"cpu_s": 0.1, "write_s": 0.2, "size_B": 1e6, **kw}
+    with pytest.raises(MlsysimError, match=name):
+        store.pipelined_s(**args)

@@ -128,9 +128,13 @@ for S / W and S / r (a single reader or writer keeps W and r).
 * concurrent: stall = N R / c_N + o (the copy, then this package's fixed cost per call; where the job timed its
   own copy, c_N until rank 0 is done here and until the last rank is in the overhead, and its own W_N for W_N
   below, DCP's job its own for DCP's); durable =
-  stall + max(S / W, R (1/k + 1/p) v) + 2 z + l, v = share(N, C): each writer's CPU work runs beside
-  the disk's writeback, which the writer starts chunk by chunk (``sync_file_range``), so the longer of
-  the two counts; then the rank's commit record and the global commit, the shard records gathered.
+  stall + max(S / W, R (1/k + 1/p) v) + min(S / W, R (1/k + 1/p) v) / m + 2 z + l, v = share(N, C),
+  m = ceil(R / 16 MiB): each writer's CPU work runs beside the disk's writeback, which the writer starts
+  chunk by chunk (``sync_file_range``), so the longer of the two counts, and of the shorter the part the
+  other cannot hide: the device waits for the first chunk's copy, the last chunk's writeback follows every
+  copy (a pipeline of m chunks, :func:`mlsysim.lab.store.pipelined_s`; a shard of 16 MiB or less is one
+  chunk, its two stages in turn); then the rank's commit record and the global commit, the shard records
+  gathered.
   Where o_b was measured, o_b − o (the probe's save after its call, its bytes nothing) stands for
   2 z + l: beside the training's threads each of the save's waits (an ``fsync``, a collective of its
   own) ends when the threads beside it let its own run, which no timing alone shows; timed in the job
@@ -235,8 +239,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
 >>> t = Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
 ...           crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
 >>> j = refined_job(t, 1e9, "fsdp")
->>> round(j["concurrent"]["stall_s"], 3), round(j["concurrent"]["durable_s"], 3)   # 0.1 + max(1.0, 0.15)
-(0.1, 1.1)
+>>> round(j["concurrent"]["stall_s"], 3), round(j["concurrent"]["durable_s"], 3)   # 0.1 + 1.0 + 0.15 / 30
+(0.1, 1.105)
 >>> round(j["concurrent"]["overhead_s"], 3)     # 0.1 + 2 x 0.5 GB x (1/20 + 1/4) s/GB / 2 cores
 0.25
 """
@@ -254,6 +258,7 @@ import numpy as np
 
 from ...checkpoint import EXTRAS_PER_RANK_B
 from ...errors import MlsysimError, check_integer, check_positive
+from ..store import pipelined_s
 from .accounting import overhead_per_checkpoint  # noqa: F401  (re-exported)
 from .beside import RECLAIM_DELAY_S, RECLAIM_WAIT_S, beside, steal_s, together_s  # noqa: F401  (re-exported)
 from .disk import shared_reads_Bps, shared_write_Bps  # noqa: F401  (re-exported)
@@ -550,9 +555,9 @@ def refined_job(t: Terms, size_B: float, mode: str = "fsdp", gap_s: float = 0.0)
     >>> t = Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9,
     ...           fresh_copy_Bps=5e9, crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9,
     ...           torch_crc_Bps=2e9, reclaimed_write_Bps=1e9)
-    >>> j = refined_job(t, 1e9, gap_s=3.0)   # durable 1.0 s (concurrent) and 1.375 s (DCP) after the call
+    >>> j = refined_job(t, 1e9, gap_s=3.0)   # durable 1.005 s (concurrent) and 1.375 s (DCP) after the call
     >>> round(j["terms"]["reclaim_wait_concurrent_s"], 3), round(j["terms"]["reclaim_wait_dcp_s"], 3)
-    (2.0, 1.625)
+    (1.995, 1.625)
     >>> "reclaimed_write_s" in j["terms"]            # only the concurrent engine's memory is the host's
     False
     >>> round(refined_job(t, 1e9, gap_s=3.5)["terms"]["reclaimed_write_s"], 2)   # DCP's wait 2.125 s: R / h
@@ -600,7 +605,7 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
         cpu = (t.writer_cpu_churned_s_per_B if churned else t.writer_cpu_reclaimed_s_per_B if u_back
                else t.writer_cpu_s_per_B) * total
         cpu_s = cpu / n * slowed
-    writers = max(write, cpu_s)                  # writeback starts chunk by chunk: the longer of the two
+    writers = pipelined_s(cpu_s, write, rank)    # writeback starts chunk by chunk: the stages overlap
     if t.writer_cpu_s_per_B is not None:         # every CPU second the writers take, a rank on a busy core loses
         taken = cpu                              # core-seconds the writes take from the work beside them
         if t.beside_steal_s_per_B is not None:   # and the host's work for them, stolen from this machine
