@@ -35,6 +35,7 @@ def test_the_job_worked_numbers():
     # (1/20 + 1/4) s/GB (2 writers on 2 cores, a core each), beside the disk's 1 s: the longer, and of the
     # shorter one chunk's share (30 chunks of 16 MiB per rank: the first chunk's copy, the last one's writeback)
     assert round(c["stall_s"], 4) == 0.1 and round(c["durable_s"], 3) == round(0.1 + 1.0 + 0.15 / 30 + 0.02, 3)
+    assert j["terms"]["pipeline_fill_s"] == pytest.approx(0.15 / 30, rel=1e-3)
     assert round(c["overhead_s"], 3) == 0.25 and j["terms"]["share_training"] == 2.0
     # DCP stages into new memory (5 GB/s) and torch.save's CRC (4 GB/s): (1/4 + 1/4) s/GB, then the disk
     assert round(a["stall_s"], 3) == 0.2 and round(a["durable_s"], 3) == round(0.2 + 0.25 + 1.0 + 0.02, 3)
@@ -668,7 +669,7 @@ def test_durable_split_sets_rank_0s_shard_beside_the_global_commit_and_the_model
     assert row["durable_s"] == pytest.approx(statistics.median(e["durables_s"]))
     refined = remodel(run)["points"][1]["concurrent"]["predicted"]["refined"]
     assert refined["durable_s"] == pytest.approx(refined["stall_s"] + row["model_writers_s"] + row["model_fixed_s"])
-    assert 0 < row["model_fixed_s"] < row["model_writers_s"]
+    assert 0 < row["model_fixed_s"] < row["model_writers_s"] and 0 < row["model_fill_s"] < row["model_writers_s"] / 4
     e["shards_s"] = e["shards_s"][:-1]
     with pytest.raises(MlsysimError, match="2 ranks, 254 MB: .* shard times for .* checkpoints"):
         durable_split(run)

@@ -369,7 +369,8 @@ def durable_split(d: dict, model: bool = True) -> list[dict]:
     durable (``shard_s``), of the time to the global commit (``durable_s``) and of the rest, each checkpoint's
     durable less its shard (``after_s``: the other ranks' shards still being written, their records gathered to
     rank 0, the global record written), and ``checkpoints``; with ``model``, beside them what the model
-    (:func:`remodel`) takes for the writes (``model_writers_s``) and for that rest (``model_fixed_s``: the engine's
+    (:func:`remodel`) takes for the writes (``model_writers_s``; ``model_fill_s``, the part of it their chunks' pipeline
+    cannot overlap: :func:`mlsysim.lab.store.pipelined_s`) and for that rest (``model_fixed_s``: the engine's
     fixed cost to durable, timed beside the job's own steps where its job timed it, else beside those of the job at
     its smallest width).
 
@@ -392,6 +393,7 @@ def durable_split(d: dict, model: bool = True) -> list[dict]:
                "shard_s": statistics.median(shards), "durable_s": statistics.median(durables),
                "after_s": statistics.median(t - s for t, s in zip(durables, shards))}
         if model:
-            row.update(model_writers_s=q["terms_s"]["writers_s"], model_fixed_s=q["terms_s"]["fixed_durable_s"])
+            row.update(model_writers_s=q["terms_s"]["writers_s"], model_fill_s=q["terms_s"]["pipeline_fill_s"],
+                       model_fixed_s=q["terms_s"]["fixed_durable_s"])
         rows.append(row)
     return rows

@@ -619,7 +619,7 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
         idle = own + max(0.0, min(taken - cpu, spare - own + waits))     # then the host's, there and in the waits
         loss = max(0.0, taken - idle) / min(n, c)
         out["terms"].update(writer_cpu_s=cpu, writer_taken_s=taken, idle_taken_s=idle, writer_loss_s=loss)
-    out["terms"]["writers_s"] = writers
+    out["terms"].update(writers_s=writers, pipeline_fill_s=writers - max(write, cpu_s))
     fixed_o = max(t.own_stall_s or 0.0, t.own_overhead_s or 0.0)     # the engine's fixed cost to training
     fixed_d = 2 * t.sync_s + lat                 # the commit records, the shard records gathered
     if t.own_durable_beside_s is not None:       # the same, timed beside the training's steps
