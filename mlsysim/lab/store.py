@@ -367,8 +367,8 @@ def pipelined_s(cpu_s: float, write_s: float, size_B: float, chunk_B: int = CHUN
 
     (a flow shop of m equal pieces: a + b + (m − 1) max(a, b) with a = cpu_s / m, b = write_s / m). Assumes
     pieces of equal cost and writeback that keeps up piece by piece (the window of :func:`write_chunks` never
-    holds the copies back while the device is idle). A state of 16 MiB or less is one piece: nothing
-    overlaps. Where several writers run at once, ``cpu_s`` and ``write_s`` are the times they take together
+    holds the copies back while the device is idle). A state of ``chunk_B`` or less is one piece: the two
+    stages run in turn. Where several writers run at once, ``cpu_s`` and ``write_s`` are the times they take together
     and m one writer's pieces.
 
     >>> round(pipelined_s(0.12, 0.16, 64e6), 3)       # 4 pieces: a quarter of the shorter stage is added
