@@ -14,7 +14,7 @@ import pytest
 from mlsysim.errors import MlsysimError
 from mlsysim.lab.distributed import terms
 from mlsysim.lab.distributed.results import (EARLIER, across, cycles_needed, load_records, model_table, spread,
-                                             overhead_resolution, probed_apart, recorded, remodel,
+                                             overhead_resolution, own_start_only, probed_apart, recorded, remodel,
                                              staged_back_to_back, durable_split, first_probes, standard_error,
                                              targets)
 
@@ -782,11 +782,6 @@ def test_the_start_a_restart_meets_is_the_mean_of_the_jobs_two_launches():
 def test_the_two_launches_bound_the_kept_runs_downtimes_better_than_the_jobs_own_start_alone():
     """The counts job_start_s's docstring gives: the kept runs from lab_dist-2026-12-05j on, each downtime predicted
     (``remodel``) with T the mean of the job's two launches and with its own first start alone."""
-    def own_start_only(run):
-        run = copy.deepcopy(run)
-        for n in run["node_loss"]:
-            del n["start_apart_s"]
-        return run
     held = {}
     for name, run in load_records().items():
         if name < "lab_dist-2026-12-05j":

@@ -204,6 +204,16 @@ def probed_apart(d: dict) -> dict:
     return out
 
 
+def own_start_only(d: dict) -> dict:
+    """``d`` (a recorded run, schema 2) with each node loss's launch apart (``start_apart_s``) taken out: :func:`remodel`
+    then takes T from the job's own first start alone, as the runs before
+    :func:`~mlsysim.lab.distributed.terms.job_start_s` were predicted."""
+    out = copy.deepcopy(d)
+    for n in out["node_loss"]:
+        n.pop("start_apart_s", None)
+    return out
+
+
 def first_probes(d: dict, n: int) -> dict:
     """``d`` (a recorded run, schema 2) as if each training job had timed its own terms ``n`` times, not its
     ``repeats``: every term whose times the job kept (``*_each_s``, :mod:`~mlsysim.lab.distributed.in_job`) becomes
