@@ -215,3 +215,18 @@ def test_writes_at_a_cadence_span_about_thirty_seconds_three_at_least_forty_at_m
     assert [beside.cadence_writes(p, 3) for p in (0.1, 0.69, 0.98, 2.65, 4.28, 9.89, 60.0)] == [40, 40, 31, 12, 8, 4, 3]
     assert beside.cadence_writes(None, 3) == 3 and beside.cadence_writes(None, 5) == 5     # after a wait: as asked
     assert beside.cadence_writes(0.5, 0) == 0 and beside.cadence_writes(9.89, 20) == 20   # none; more if asked
+
+
+def test_with_the_job_s_checkpoints_the_probe_writes_as_many_times_and_counts_its_first(tmp_path):
+    assert beside.cadence_writes(20.0, 3, checkpoints=12) == 12 and beside.cadence_writes(0.1, 3, checkpoints=41) == 41
+    assert beside.cadence_writes(None, 3, checkpoints=5.0) == 5 and type(beside.cadence_writes(None, 3, 5.0)) is int
+    assert beside.cadence_writes(0.5, 0, checkpoints=12) == 0                       # no churned writes asked: none
+    for bad in (0, -1, 2.5, math.nan, True):
+        with pytest.raises(MlsysimError, match="checkpoints must be a (whole )?number"):
+            beside.cadence_writes(1.0, 3, checkpoints=bad)
+    b = beside.beside(tmp_path, 2e6, 2, reclaim_wait_s=0.05, churn_Bps=1e8, churn_period_s=0.1, period_s=0.1,
+                      checkpoints=5)
+    churned, cached = b["writers_cpu_churned_samples_s"], b["writers_cpu_cached_samples_s"]
+    assert len(churned) == 5 and len(cached) == 5         # DCP's way too: its first, which frees no file, counted
+    assert b["writers_cpu_cached_s"] == pytest.approx(sum(cached) / 5)
+    assert not list(tmp_path.glob("cached-*.bin")) and multiprocessing.active_children() == []

@@ -41,10 +41,16 @@ CHURN_BLOCK_B = 64 * 2 ** 20
 CADENCE_SPAN_S, CADENCE_MOST = 30.0, 40
 
 
-def cadence_writes(period_s: float | None, least: int) -> int:
+def cadence_writes(period_s: float | None, least: int, checkpoints: int | None = None) -> int:
     """How many writes :func:`beside` times at a cadence of ``period_s`` seconds: enough to span about
     :data:`CADENCE_SPAN_S`, at least ``least`` (none where ``least`` is 0), at most :data:`CADENCE_MOST`;
-    ``least`` where no cadence is given. At a short gap a write finds the memory the write before freed
+    ``least`` where no cadence is given; as many as the job's ``checkpoints`` where given (and ``least`` is
+    not 0), so that the probe's mean weighs each write as the job's mean weighs each checkpoint. The first
+    write, like the job's first checkpoint, finds no memory that a write before it freed: on 4 ranks at
+    254 MB, at that job's churn and 4.4 s gap, this package's first write took 4.26 and 2.81 ns/B of CPU time
+    in two trials, the 39 after it 1.20 and 0.92 on average; the mean of the first seven (what the span gives
+    at that gap) came to 1.41 and 1.63, the mean of forty to 1.27 and 0.96
+    (``benchmarks/records/lab_writer_samples-2026-12-06.json``). At a short gap a write finds the memory the write before freed
     still backed or not, and costs several times as much when not (at 61 MB on 2 ranks, every 0.59 s, DCP's
     way: 0.38 to 5.6 ns/B from one write to the next, ``benchmarks/records/lab_writer_samples-2026-12-05.json``),
     so the job's mean over its checkpoints is the mean of many such writes, which are cheap there. Their
@@ -54,7 +60,13 @@ def cadence_writes(period_s: float | None, least: int) -> int:
 
     >>> cadence_writes(0.6, 3), cadence_writes(2.5, 3), cadence_writes(20.0, 3), cadence_writes(None, 3)
     (40, 12, 3, 3)
+    >>> cadence_writes(20.0, 3, checkpoints=12), cadence_writes(0.6, 0, checkpoints=12)
+    (12, 0)
     """
+    if checkpoints is not None:
+        check_integer("checkpoints", checkpoints)
+        if least:
+            return int(checkpoints)
     if period_s is None or least == 0:
         return least
     return max(least, min(CADENCE_MOST, math.ceil(CADENCE_SPAN_S / period_s)))
@@ -129,13 +141,13 @@ def _spin(k: int, out) -> None:
 
 def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM_WAIT_S, reclaimed: int = 3,
            churn_Bps: float | None = None, period_s: float | None = None,
-           churn_period_s: float | None = None) -> dict:
+           churn_period_s: float | None = None, checkpoints: int | None = None) -> dict:
     """N (``world``) threads each write ``size_B / world`` bytes durably (:func:`mlsysim.lab.store.write_durable`:
     CRC-32, 16 MB writes, writeback, ``fsync``) alone, five times in a row, then ``reclaimed`` times more,
     each after ``reclaim_wait_s`` idle (as a job's checkpoints come, the gap between them long enough for
     the host to take back the memory the last write freed), with ``churn_Bps`` as many times again, each
     after the same wait (or each started ``churn_period_s`` after the one before, the gap between the
-    ``concurrent`` job's checkpoints, :func:`cadence_writes` times), beside ``world`` processes that churn memory
+    ``concurrent`` job's checkpoints, :func:`cadence_writes` times: the job's ``checkpoints`` where given), beside ``world`` processes that churn memory
     at that rate between them (:func:`churn`: the training's, as its ranks' plain steps fault it in), then
     beside ``world`` processes that each spin (pure Python, one core each) for three times that long (the
     median of five). Returns
@@ -145,7 +157,8 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     ``reclaimed`` is 0), ``writers_cpu_churned_s`` (the same beside the churning processes, the mean; None
     without ``churn_Bps`` or where ``reclaimed`` is 0), ``writers_cpu_cached_s`` (the same of writers that
     leave their whole files cached, ``fsync`` at the end, each file of the write before deleted after it,
-    :func:`_cached_writers`: :func:`cadence_writes` + 1 writes, the first, which frees none, not counted, each
+    :func:`_cached_writers`: :func:`cadence_writes` + 1 writes, the first, which frees none, not counted, or,
+    with ``checkpoints``, that many, each counted, as the DCP job's first checkpoint counts in its mean; each
     started ``period_s`` after the one before, the job's gap between checkpoints, or ``reclaim_wait_s`` after the
     one before ended where ``period_s`` is None; the mean; None where the churned ones are), each write's CPU
     seconds of those two (``writers_cpu_churned_samples_s``, ``writers_cpu_cached_samples_s``), ``churn_Bps``,
@@ -173,7 +186,7 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     alone = min(w for w, _ in timed)
     after_wait = _after_wait(writers, reclaimed, reclaim_wait_s)     # into memory the host took back
     churned, cached = _churned(directory, writers, data, ctx, world, churn_Bps, reclaimed, reclaim_wait_s,
-                               churn_period_s, period_s) if churn_Bps else ([], [])
+                               churn_period_s, period_s, checkpoints) if churn_Bps else ([], [])
     k = _spins_for(3 * max(alone, 0.05), ctx)
 
     def spinners(with_writers: bool) -> tuple[float, float, float | None, float | None]:
@@ -207,15 +220,18 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
 
 
 def _churned(directory, writers, data, ctx, world: int, churn_Bps: float, reclaimed: int, wait_s: float,
-             churn_period_s: float | None, period_s: float | None) -> tuple[list, list]:
+             churn_period_s: float | None, period_s: float | None, checkpoints: int | None = None) -> tuple[list, list]:
     """CPU seconds of each write beside processes churning memory at ``churn_Bps``: this package's
     (``writers``, :func:`cadence_writes` of them at ``churn_period_s``), then DCP's way (:func:`_cached_writers`
-    of ``data``, as many at ``period_s`` after one that frees no older file and is not counted), each after
-    ``wait_s`` where its period is None; the cached files deleted after."""
-    churned = _beside_churn(writers, ctx, churn_Bps, cadence_writes(churn_period_s, reclaimed), wait_s, world,
-                            churn_period_s)
+    of ``data``, as many at ``period_s`` after one that frees no older file and is not counted; the job's
+    ``checkpoints``, each counted, where given), each after ``wait_s`` where its period is None; the cached
+    files deleted after."""
+    churned = _beside_churn(writers, ctx, churn_Bps, cadence_writes(churn_period_s, reclaimed, checkpoints), wait_s,
+                            world, churn_period_s)
+    uncounted = 0 if checkpoints else 1          # the first frees no older file: as the job's first checkpoint
     cached = _beside_churn(_cached_writers(directory, data, world), ctx, churn_Bps,
-                           cadence_writes(period_s, reclaimed) + 1, wait_s, world, period_s)[1:] if reclaimed else []
+                           cadence_writes(period_s, reclaimed, checkpoints) + uncounted, wait_s, world,
+                           period_s)[uncounted:] if reclaimed else []
     for path in Path(directory).glob("cached-*.bin"):
         path.unlink()
     return churned, cached

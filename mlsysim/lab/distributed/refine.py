@@ -88,7 +88,8 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None, dcp_run
     same job, measured with ``probe_B``: gloo and the engines' fixed costs), the rest measured here, in
     ``directory`` (default: the temporary directory). Each engine's writers are timed at its job's cadence:
     u_c at ``run``'s gap between checkpoints (``every`` x its plain step), u_f at ``gap_s``, the DCP job's
-    (default ``run``'s). Where ``run`` is not the DCP job, pass the DCP job's gap: the two jobs' plain steps
+    (default ``run``'s), each as many times as ``run`` took checkpoints (the job's mean weighs its first, which
+    finds no memory a checkpoint before it freed, as the probe's does: :func:`~.beside.cadence_writes`). Where ``run`` is not the DCP job, pass the DCP job's gap: the two jobs' plain steps
     differ (by 0.88 to 2.06 times in the kept runs). The copies are timed in pieces of a rank's largest tensor
     in ``run``'s mode (:func:`largest_tensor_B`). Where ``run`` and ``dcp_run`` (the DCP job) timed their own
     terms at their end (``job_terms``), :func:`in_job_rates` gives the model those: they stand for the copies,
@@ -113,7 +114,7 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None, dcp_run
         busy_share=run.plain_step_cpu_s / run.plain_step_s if run.plain_step_cpu_s else None,
         gloo_share=run.plain_gloo_cpu_s / run.plain_step_s if run.plain_gloo_cpu_s else None,
         churn_Bps=n * run.plain_churn_Bps if run.plain_churn_Bps else None, period_s=gap_s,
-        churn_period_s=run.every * run.plain_step_s,
+        churn_period_s=run.every * run.plain_step_s, checkpoints=len(run.durables_s) or None,
         torch_fresh_Bps=parallel_torch_fresh_Bps(size, n),
         **{**staging_rates(g), **in_job_rates(run.job_terms, dcp_run and dcp_run.job_terms)},
         dcp_stage_small_s=g.get("dcp_stage_small_s"), shard_read_Bps=g.get("shard_read_Bps"),

@@ -70,14 +70,15 @@ timings in the same run):
         the kernel accounts it (page cache, writeback included)
   u_h   the same, each write after the host has taken back     :func:`beside` (per byte, median of 3)
         the memory the last one freed (as h for p)
-  u_c   the same, each write a checkpoint's gap after the one  :func:`beside` (per byte, the mean of 3
-        before (the job's cadence; in the kept runs up to       to 40: :func:`~.beside.cadence_writes`;
-        2026-12-05d after the same wait), beside N processes    3 to 12 in the kept runs up to
-        that churn memory at the job's rate between them (N x   2026-12-05k, the median of 3 up to
-        rank 0's page faults per second in the plain steps)     2026-12-05e)
-  u_f   the same of N writers as DCP's: each file left cached  :func:`beside` (the same)
-        whole, ``fsync`` at its end, the file before deleted
-        once it is durable (no CRC-32), a write every gap
+  u_c   the same, each write a checkpoint's gap after the one  :func:`beside` (per byte, the mean of as
+        before (the job's cadence; in the kept runs up to       many as the job's checkpoints since
+        2026-12-05d after the same wait), beside N processes    2026-12-06j, its first included; 3 to
+        that churn memory at the job's rate between them (N x   40 before: :func:`~.beside.cadence_writes`;
+        rank 0's page faults per second in the plain steps)     3 to 12 up to 2026-12-05k, the median
+                                                                of 3 up to 2026-12-05e)
+  u_f   the same of N writers as DCP's: each file left cached  :func:`beside` (the same; before -06j
+        whole, ``fsync`` at its end, the file before deleted    the first write, which frees no file,
+        once it is durable (no CRC-32), a write every gap       not counted)
   m     what each of N busy processes loses, on average, while  :func:`beside` (per byte, median of 5)
         the N writers run beside them
   s     the CPU time the host takes from this machine (its      :func:`beside` (per byte, median of 5)
@@ -451,7 +452,7 @@ def parallel_torch_fresh_Bps(size_B: float, threads: int, repeats: int = 3) -> f
 
 def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, reclaim_wait_s: float = RECLAIM_WAIT_S,
                   churn_Bps: float | None = None, period_s: float | None = None, churn_period_s: float | None = None,
-                  copy_piece_B: float | None = None, **measured) -> Terms:
+                  copy_piece_B: float | None = None, checkpoints: int | None = None, **measured) -> Terms:
     """Measure the terms for a ``world``-rank job at ``size_B`` bytes (capped at :data:`PROBE_CAP_B`, but for the
     writers beside busy processes, :func:`beside`, and the ``world`` writers at once, W_N, timed at ``size_B``
     itself: the memory their writes take back from the host, and a write's costs that do not grow with its bytes,
@@ -462,7 +463,7 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
     job's ranks churn, bytes per second) the writers beside it too (u_c, each write started ``churn_period_s``
     after the one before where given: the ``concurrent`` job's gap between checkpoints), and DCP's way (u_f, each
     started ``period_s`` after the one before: the DCP job's gap), else after the wait, as :func:`beside` takes
-    them; the copies of ``world`` threads in pieces of ``copy_piece_B`` (a rank's largest tensor) where given.
+    them, as many of each as the job's ``checkpoints`` where given; the copies of ``world`` threads in pieces of ``copy_piece_B`` (a rank's largest tensor) where given.
     ``measured``: terms measured elsewhere (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``,
     ``torch_fresh_Bps``, ``start_s``, ``busy_share``)."""
     from ..floors import measure_floors, write_once
@@ -477,7 +478,7 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
         shared_w = shared_write_Bps(tmp, float(size_B), world, rounds)     # the job's own bytes, new files
         shared_r, same_r = shared_reads_Bps(tmp, size, world)
         b = beside(tmp, float(size_B), world, reclaim_wait_s=reclaim_wait_s, churn_Bps=churn_Bps, period_s=period_s,
-                   churn_period_s=churn_period_s)
+                   churn_period_s=churn_period_s, checkpoints=checkpoints)
         reclaimed = reclaimed_write_Bps(tmp, size, wait_s=reclaim_wait_s)
     return Terms(cores=os.cpu_count() or 1, world=world, copy_Bps=f.copy_Bps,
                  parallel_copy_Bps=parallel_copy_Bps(size, world, piece_B=copy_piece_B), copy_piece_B=copy_piece_B,
