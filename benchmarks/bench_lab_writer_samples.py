@@ -83,7 +83,8 @@ def main(argv=None) -> int:
             print(f"trial {i + 1}: u {t['u_s_per_B'] * 1e9:.2f} ns/B; "
                   + "; ".join(f"{k[:3]} {[round(x * 1e9, 2) for x in t[k]]}" for k in ("u_c_s_per_B", "u_f_s_per_B")))
     from mlsysim.lab.distributed.beside import cadence_writes
-    span = {"u_c_s_per_B": cadence_writes(args["churn_period_s"], 3), "u_f_s_per_B": cadence_writes(args["period_s"], 3)}
+    span = {"u_c_s_per_B": cadence_writes(args["churn_period_s"], 3),
+            "u_f_s_per_B": cadence_writes(args["period_s"], 3)}
     sums = {k: [summary(t[k], span[k] if a.checkpoints else None) for t in trials] for k in span}
     spread = {k: {e: max(s[e] for s in v) / min(s[e] for s in v) for e in SUMMARIES} for k, v in sums.items()}
     result = {**record_head("lab_writer_samples/1", "bench_lab_writer_samples.py", argv, t0),
@@ -95,7 +96,8 @@ def main(argv=None) -> int:
     if a.checkpoints:             # the first write finds no memory a write before it freed, as a job's first checkpoint
         targets += [(f"{k[:3]}: the first write costs more than the mean of those after it, in every trial",
                      all(x["first"] > x["after_first"] for x in v), "; ".join(
-                         f"{x['first'] * 1e9:.2f} vs {x['after_first'] * 1e9:.2f} ns/B" for x in v)) for k, v in sums.items()]
+                         f"{x['first'] * 1e9:.2f} vs {x['after_first'] * 1e9:.2f} ns/B" for x in v))
+                    for k, v in sums.items()]
     return finish(targets, result, a.json)
 
 

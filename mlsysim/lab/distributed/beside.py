@@ -50,9 +50,10 @@ def cadence_writes(period_s: float | None, least: int, checkpoints: int | None =
     254 MB, at that job's churn and 4.4 s gap, this package's first write took 4.26 and 2.81 ns/B of CPU time
     in two trials, the 39 after it 1.20 and 0.92 on average; the mean of the first seven (what the span gives
     at that gap) came to 1.41 and 1.63, the mean of forty to 1.27 and 0.96
-    (``benchmarks/records/lab_writer_samples-2026-12-06.json``). At a short gap a write finds the memory the write before freed
-    still backed or not, and costs several times as much when not (at 61 MB on 2 ranks, every 0.59 s, DCP's
-    way: 0.38 to 5.6 ns/B from one write to the next, ``benchmarks/records/lab_writer_samples-2026-12-05.json``),
+    (``benchmarks/records/lab_writer_samples-2026-12-06.json``). At a short gap a write finds the memory the
+    write before freed still backed or not, and costs several times as much when not (at 61 MB on 2 ranks,
+    every 0.59 s, DCP's way: 0.38 to 5.6 ns/B from one write to the next,
+    ``benchmarks/records/lab_writer_samples-2026-12-05.json``),
     so the job's mean over its checkpoints is the mean of many such writes, which are cheap there. Their
     standard deviation there is 1.00 and 1.25 times their mean (DCP's way, this package's), so the mean of n
     writes moves by about 1.25 / sqrt(n) of itself: 0.36 with twelve, 0.20 with forty (0.12 and 0.15 times on a
@@ -147,8 +148,9 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     each after ``reclaim_wait_s`` idle (as a job's checkpoints come, the gap between them long enough for
     the host to take back the memory the last write freed), with ``churn_Bps`` as many times again, each
     after the same wait (or each started ``churn_period_s`` after the one before, the gap between the
-    ``concurrent`` job's checkpoints, :func:`cadence_writes` times: the job's ``checkpoints`` where given), beside ``world`` processes that churn memory
-    at that rate between them (:func:`churn`: the training's, as its ranks' plain steps fault it in), then
+    ``concurrent`` job's checkpoints, :func:`cadence_writes` times: the job's ``checkpoints`` where given),
+    beside ``world`` processes that churn memory at that rate between them (:func:`churn`: the training's, as its
+    ranks' plain steps fault it in), then
     beside ``world`` processes that each spin (pure Python, one core each) for three times that long (the
     median of five). Returns
     ``writers_alone_s`` (the best of the five alone), ``writers_cpu_s`` (their CPU time alone, user and

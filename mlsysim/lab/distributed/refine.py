@@ -89,8 +89,9 @@ def job_terms(run, restores, directory=None, gap_s: float | None = None, dcp_run
     ``directory`` (default: the temporary directory). Each engine's writers are timed at its job's cadence:
     u_c at ``run``'s gap between checkpoints (``every`` x its plain step), u_f at ``gap_s``, the DCP job's
     (default ``run``'s), each as many times as ``run`` took checkpoints (the job's mean weighs its first, which
-    finds no memory a checkpoint before it freed, as the probe's does: :func:`~.beside.cadence_writes`). Where ``run`` is not the DCP job, pass the DCP job's gap: the two jobs' plain steps
-    differ (by 0.88 to 2.06 times in the kept runs). The copies are timed in pieces of a rank's largest tensor
+    finds no memory a checkpoint before it freed, as the probe's does: :func:`~.beside.cadence_writes`). Where
+    ``run`` is not the DCP job, pass the DCP job's gap: the two jobs' plain steps differ (by 0.88 to 2.06 times
+    in the kept runs). The copies are timed in pieces of a rank's largest tensor
     in ``run``'s mode (:func:`largest_tensor_B`). Where ``run`` and ``dcp_run`` (the DCP job) timed their own
     terms at their end (``job_terms``), :func:`in_job_rates` gives the model those: they stand for the copies,
     the disk and DCP's staging timed here and in the restore job."""

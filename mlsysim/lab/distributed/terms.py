@@ -463,7 +463,8 @@ def measure_terms(world: int, size_B: float, directory=None, rounds: int = 3, re
     job's ranks churn, bytes per second) the writers beside it too (u_c, each write started ``churn_period_s``
     after the one before where given: the ``concurrent`` job's gap between checkpoints), and DCP's way (u_f, each
     started ``period_s`` after the one before: the DCP job's gap), else after the wait, as :func:`beside` takes
-    them, as many of each as the job's ``checkpoints`` where given; the copies of ``world`` threads in pieces of ``copy_piece_B`` (a rank's largest tensor) where given.
+    them, as many of each as the job's ``checkpoints`` where given; the copies of ``world`` threads in pieces of
+    ``copy_piece_B`` (a rank's largest tensor) where given.
     ``measured``: terms measured elsewhere (``bcast_Bps``, ``bcast_state_Bps``, ``pair_Bps``, ``torch_crc_Bps``,
     ``torch_fresh_Bps``, ``start_s``, ``busy_share``)."""
     from ..floors import measure_floors, write_once
