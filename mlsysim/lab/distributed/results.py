@@ -205,8 +205,8 @@ def probed_apart(d: dict) -> dict:
 
 
 def own_start_only(d: dict) -> dict:
-    """``d`` (a recorded run, schema 2) with each node loss's launch apart (``start_apart_s``) taken out: :func:`remodel`
-    then takes T from the job's own first start alone, as the runs before
+    """``d`` (a recorded run, schema 2) with each node loss's launch apart (``start_apart_s``) taken out:
+    :func:`remodel` then takes T from the job's own first start alone, as the runs before
     :func:`~mlsysim.lab.distributed.terms.job_start_s` were predicted."""
     out = copy.deepcopy(d)
     for n in out["node_loss"]:
