@@ -52,6 +52,7 @@ import argparse
 import dataclasses
 import json
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -71,6 +72,9 @@ CHECKPOINTS = ((500e6, 41), (math.inf, 13))   # per run, by state size: (below t
 JOB_TIMEOUT_S = 900          # a job's limit: 56 steps of the slowest point (4 ranks, 1 GB) take about 250 s
 RESTORES = 5                 # each restore scheme timed five times in one job: the median
 NODE_LOSS_STEPS, NODE_LOSS_EVERY = 6, 2   # the two-node run that loses a node: three checkpoints
+NODE_LOSS_TRIALS = 3         # each node loss (and its launch apart) this many times: a recovery and a downtime are
+                             # their mean, with its standard error; the kept runs up to 2026-12-06j timed each once,
+                             # and a downtime's ratio to the model moved by 27 % over them on 2 nodes x 2
 PLAIN = 4                    # steps trained before any checkpoint (the first one a warm-up)
 PROBE_TERMS = ((500e6, 7), (math.inf, 5))   # each training job times its own copies, disk and DCP's staging
                              # at its end, this many times by state size (the median); the kept runs up to
@@ -157,30 +161,62 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
             "gloo": rest.gloo, "restores": schemes}, t
 
 
-def _node_loss(nproc: int, size_B: float, layers: int, t, say) -> dict:
+def _node_loss(nproc: int, size_B: float, layers: int, t, say, trials: int = NODE_LOSS_TRIALS) -> dict:
     from mlsysim.lab.distributed import predict, refine, terms
     from mlsysim.lab.distributed.restore import config_for
     from mlsysim.lab.distributed.launcher import launch, run_distributed
     cfg = config_for(size_B, 32, layers, NODE_LOSS_STEPS)
-    say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: the job's start, launched apart")
-    apart = terms.start_s(launch, nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
-    say(f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB: a node lost")
-    r, attempt = _twice(lambda: run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent",
-                                                steps=NODE_LOSS_STEPS, every=NODE_LOSS_EVERY, d_model=cfg.d_model,
-                                                layers=layers), say)
+    tag = f"2 nodes x {nproc // 2} ranks, {cfg.state_B / 1e6:.0f} MB"
+    each = []
+    for i in range(trials):
+        say(f"{tag}: the job's start, launched apart ({i + 1} of {trials})")
+        apart = terms.start_s(launch, nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
+        say(f"{tag}: a node lost ({i + 1} of {trials})")
+        r, attempt = _twice(lambda: run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent",
+                                                    steps=NODE_LOSS_STEPS, every=NODE_LOSS_EVERY,
+                                                    d_model=cfg.d_model, layers=layers), say)
+        each.append({"sources": list(r.sources), "recovered_from": r.recovered_from, "recovery_s": r.recovery_s,
+                     "recovery_storage_s": r.recovery_storage_s, "resumed_exactly": r.resumed_exactly,
+                     "storage_bytes_read_per_rank": list(r.storage_bytes_read_per_rank),
+                     "peer_bytes_per_rank": list(r.peer_bytes_per_rank), "recovery_phases_s": r.recovery_phases_s,
+                     "recovery_storage_phases_s": r.recovery_storage_phases_s, "downtime_s": list(r.downtime_s),
+                     "start_s": r.start_s, "teardown_s": list(r.teardown_s), "start_apart_s": apart,
+                     "attempts": attempt})
     naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
         t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B)))
-    start = None if r.start_s is None else terms.job_start_s(r.start_s, apart)   # no resume seen: no downtime
-    refined = terms.refined_recovery(dataclasses.replace(t, start_s=start), cfg.state_B, r.teardown_s)
-    return {"world_size": nproc, "nodes": 2, "state_B": cfg.state_B, "sources": list(r.sources),
-            "recovered_from": r.recovered_from, "recovery_s": r.recovery_s,
-            "recovery_storage_s": r.recovery_storage_s, "resumed_exactly": r.resumed_exactly,
-            "storage_bytes_read_per_rank": list(r.storage_bytes_read_per_rank),
-            "peer_bytes_per_rank": list(r.peer_bytes_per_rank), "recovery_phases_s": r.recovery_phases_s,
-            "recovery_storage_phases_s": r.recovery_storage_phases_s, "downtime_s": list(r.downtime_s),
-            "start_s": r.start_s, "teardown_s": list(r.teardown_s), "start_apart_s": apart, "attempts": attempt,
-            "predicted": {"naive": {"peer_memory_s": naive.peer_memory_s, "storage_s": naive.storage_s},
-                          "refined": refined}}
+    mean = {k: _mean(each, k) for k in ("recovery_s", "recovery_storage_s", "downtime_s", "start_s", "teardown_s",
+                                        "start_apart_s")}
+    start = None if mean["start_s"] is None else terms.job_start_s(mean["start_s"], mean["start_apart_s"])
+    refined = terms.refined_recovery(dataclasses.replace(t, start_s=start), cfg.state_B,
+                                     tuple(mean["teardown_s"] or (0.0, 0.0)))
+    return {**each[0], **mean, "world_size": nproc, "nodes": 2, "state_B": cfg.state_B,
+            "resumed_exactly": all(e["resumed_exactly"] for e in each), "attempts": sum(e["attempts"] for e in each),
+            "trials": each, "predicted": {"naive": {"peer_memory_s": naive.peer_memory_s,
+                                                    "storage_s": naive.storage_s}, "refined": refined}}
+
+
+def _mean(trials: list, key: str):
+    """The mean over ``trials`` of ``key`` (a number, or a list of them, element by element); None where one
+    trial has none (a job that never resumed) or where their lists differ in length."""
+    vs = [tr[key] for tr in trials]
+    if any(v is None for v in vs):
+        return None
+    if isinstance(vs[0], list):
+        if len({len(v) for v in vs}) != 1:
+            return None
+        return [statistics.mean(x) for x in zip(*vs)]
+    return statistics.mean(vs)
+
+
+def _terms_from(path: str) -> dict:
+    """{world size: (its largest state, the Terms its point measured)} from a kept run (``--terms-from``)."""
+    from mlsysim.lab.distributed.terms import Terms
+    d = json.loads(Path(path).read_text(encoding="utf-8"))
+    out = {}
+    for q in d["points"]:
+        if q["world_size"] not in out or q["state_B"] > out[q["world_size"]][0]:
+            out[q["world_size"]] = (q["state_B"], Terms(**q["terms"]))
+    return out
 
 
 def main(argv=None) -> int:
@@ -194,7 +230,12 @@ def main(argv=None) -> int:
                    help=f"measure nothing: compute the refined predictions of the stored {RECORD.name} again with "
                         f"this model, from the terms it measured, and print it; with --record store it, and the "
                         f"record before it, again")
+    p.add_argument("--terms-from", metavar="RECORD",
+                   help="time only the node losses, at the largest state of RECORD (a kept run), the model's terms "
+                        "taken from that run's points there (the record says which)")
     a = p.parse_args(argv)
+    if a.terms_from and (a.remodel or a.record):
+        p.error("--terms-from times the node losses alone: it neither remodels nor stores the package's record")
     if a.remodel:
         from mlsysim.lab.distributed.results import EARLIER, recorded, remodel
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -208,6 +249,17 @@ def main(argv=None) -> int:
     def say(m):
         print(f"  {m} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
 
+    if a.terms_from:
+        kept = _terms_from(a.terms_from)
+        losses = [{**_node_loss(n, max(sizes), a.layers, kept[n][1], say), "terms": kept[n][1].to_dict()}
+                  for n in worlds if n % 2 == 0 and n in kept]
+        if not losses:
+            p.error(f"--terms-from: {a.terms_from} has no point of an even world size in --nproc {a.nproc}")
+        if any(n["state_B"] != kept[n["world_size"]][0] for n in losses):
+            p.error(f"--terms-from: --sizes-mb {a.sizes_mb} is not the largest state of {a.terms_from}")
+        return _report({**record_head("mlsysim.lab.dist-benchmark/2", "bench_lab_dist.py", argv, t0),
+                        "terms_from": Path(a.terms_from).name, "every": EVERY, "points": [], "node_loss": losses,
+                        "wall_s": time.time() - t0}, a)
     measured = {}
     for n in worlds:
         for s in sizes:

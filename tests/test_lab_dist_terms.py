@@ -796,3 +796,53 @@ def test_the_two_launches_bound_the_kept_runs_downtimes_better_than_the_jobs_own
                     ("mean", "lab_dist-2026-12-06j"): [1, 4], ("own", "lab_dist-2026-12-06j"): [3, 4]}
     assert sum(v[0] for (way, _), v in held.items() if way == "mean") == 46 \
         and sum(v[0] for (way, _), v in held.items() if way == "own") == 44
+
+
+def test_a_model_exactly_right_on_average_misses_by_the_measurements_noise_alone():
+    from mlsysim.lab.distributed.results import chance_misses, miss_chance
+    from mlsysim.lab.pytorch.results import within_bound
+    assert miss_chance(2.0, 0.0) == 0.0 and miss_chance(2.0, 0.1) < 1e-4
+    z = lambda x: 0.5 * (1 + math.erf(x / math.sqrt(2)))
+    assert miss_chance(2.0, 0.4) == pytest.approx(1 - (z((2 / 0.75 - 2) / 0.4) - z((2 / 1.25 - 2) / 0.4)))
+    assert miss_chance(0.05, 0.01) == pytest.approx(1 - (z((0.075 - 0.05) / 0.01) - z((0.05 / 1.5 - 0.05) / 0.01)))
+    # the bound widens below 0.1 s: a mean of 0.11 s may fall under it and still hold within x1.5
+    assert miss_chance(0.11, 0.02) < miss_chance(0.2, 0.02 * 0.2 / 0.11)
+    rng = np.random.default_rng(3)             # draws about a right model: the share outside the bound
+    for p, se in ((2.0, 0.4), (0.12, 0.03), (0.05, 0.015)):
+        x = rng.normal(p, se, 200_000)
+        outside = np.mean([not within_bound(v, p) if v > 0 else True for v in x[:20_000]])
+        assert outside == pytest.approx(miss_chance(p, se), abs=0.01)
+    for bad, match in (((-1.0, 0.1), "measured_s must be"), ((0.0, 0.1), "measured_s must be above 0"),
+                       ((1.0, math.nan), "se_s must be"), ((1.0, "0.1"), "se_s must be")):
+        with pytest.raises(MlsysimError, match=match):
+            miss_chance(*bad)
+    d = _record()
+    c = chance_misses(d)
+    rows = model_table(d)
+    sampled = [r for r in rows if r["measured_se_s"] is not None]
+    assert c["sampled"] == len(sampled) and c["unsampled"] == len(rows) - len(sampled)
+    assert c["expected"] == pytest.approx(sum(miss_chance(r["measured_s"], r["measured_se_s"]) for r in sampled))
+    assert c["all_hold"] == pytest.approx(math.prod(1 - miss_chance(r["measured_s"], r["measured_se_s"])
+                                                    for r in sampled))
+    assert [r["chance"] for r in c["rows"]] == sorted((r["chance"] for r in c["rows"]), reverse=True)
+
+
+def test_a_node_loss_timed_three_times_gives_its_figures_a_standard_error():
+    d = remodel(load_records()["lab_dist-2026-12-06j"])
+    once = {r["figure"]: r for r in model_table(d) if r["figure"].startswith("2 nodes")}
+    assert len(once) == 8 and all(r["measured_se_s"] is None for r in once.values())
+    n = d["node_loss"][0]
+    keys = ("recovery_s", "recovery_storage_s", "downtime_s")
+    trials = [{k: n[k] for k in keys}, {k: n[k] for k in keys}, {k: n[k] for k in keys}]
+    trials[1].update(recovery_s=n["recovery_s"] + 0.3, downtime_s=[x + 3.0 for x in n["downtime_s"]])
+    trials[2].update(recovery_s=n["recovery_s"] - 0.3, downtime_s=[x - 3.0 for x in n["downtime_s"]])
+    n["trials"] = trials
+    rows = {r["figure"]: r for r in model_table(d)}
+    tag = "2 nodes x 1, 1013 MB"
+    assert rows[f"{tag}: peer-memory recovery"]["measured_se_s"] == pytest.approx(0.3 / math.sqrt(3))
+    assert rows[f"{tag}: downtime, peer recovery"]["measured_se_s"] == pytest.approx(3.0 / math.sqrt(3))
+    assert rows[f"{tag}: storage recovery"]["measured_se_s"] == 0.0
+    assert all(rows[f]["measured_se_s"] is None for f in rows if f.startswith("2 nodes x 2"))
+    # a run of node losses alone carries the terms it was predicted with: remodel takes them
+    alone = {**d, "points": [], "node_loss": [{**n, "terms": d["points"][2]["terms"]}]}
+    assert remodel(alone)["node_loss"][0]["predicted"] == d["node_loss"][0]["predicted"]

@@ -93,7 +93,8 @@ def model_table(d: dict) -> list[dict]:
     x1.5 under 0.1 s); ``measured_se_s``, the measurement's standard error where the figure comes from three
     samples or more (:func:`~mlsysim.lab.pytorch.results.standard_error`: a stall's and a time to durable's
     median over the checkpoints, an overhead's mean over the cycles, a restore's median over its rounds; None
-    for a recovery or a downtime, timed once), and ``consistent``: whether the refined prediction holds for
+    for a recovery or a downtime timed once; a node loss timed three times or more, ``trials``, gives their
+    mean's), and ``consistent``: whether the refined prediction holds for
     some value within two standard errors of the measurement
     (:func:`~mlsysim.lab.pytorch.results.consistent`). A run recorded before the refined model gives no rows."""
     rows = []
@@ -118,11 +119,54 @@ def model_table(d: dict) -> list[dict]:
             continue
         tag = f"2 nodes x {n['world_size'] // 2}, {n['state_B'] / 1e6:.0f} MB"
         naive, ref = pred["naive"], pred["refined"]
-        rows.append(_row(f"{tag}: peer-memory recovery", naive["peer_memory_s"], ref["peer_memory_s"], n["recovery_s"]))
-        rows.append(_row(f"{tag}: storage recovery", naive["storage_s"], ref["storage_s"], n["recovery_storage_s"]))
-        for t, key in zip(n["downtime_s"], ("downtime_peer_s", "downtime_storage_s")):
-            rows.append(_row(f"{tag}: downtime, {key.split('_')[1]} recovery", None, ref.get(key), t))
+        trials = n.get("trials") or []
+        each = lambda key, i=None: [tr[key] if i is None else tr[key][i] for tr in trials]
+        rows.append(_row(f"{tag}: peer-memory recovery", naive["peer_memory_s"], ref["peer_memory_s"], n["recovery_s"],
+                         each("recovery_s")))
+        rows.append(_row(f"{tag}: storage recovery", naive["storage_s"], ref["storage_s"], n["recovery_storage_s"],
+                         each("recovery_storage_s")))
+        for i, (t, key) in enumerate(zip(n["downtime_s"], ("downtime_peer_s", "downtime_storage_s"))):
+            rows.append(_row(f"{tag}: downtime, {key.split('_')[1]} recovery", None, ref.get(key), t,
+                             each("downtime_s", i)))
     return rows
+
+
+def miss_chance(measured_s: float, se_s: float) -> float:
+    """The chance that a model exactly right on average misses the bound (``within_bound``) by the
+    measurement's own noise alone: the measurement spread normally about the prediction P by its standard
+    error ``se_s``, P taken as ``measured_s``; the bound ±25 % (P / 1.25 to P / 0.75) from 0.1 s up, a factor
+    of 1.5 below. A mean of 12 cycles that spread by 70 % of it (se 20 %) misses ±25 % about once in five runs.
+
+    >>> round(miss_chance(2.0, 0.4), 3), round(miss_chance(2.0, 0.1), 4), miss_chance(0.05, 0.0)
+    (0.206, 0.0, 0.0)
+    """
+    for name, v in (("measured_s", measured_s), ("se_s", se_s)):
+        if not (isinstance(v, (int, float)) and 0 <= v < math.inf):
+            raise MlsysimError(f"{name} must be a finite number of seconds >= 0, got {v!r}")
+    if measured_s <= 0:
+        raise MlsysimError(f"measured_s must be above 0 s, got {measured_s!r}")
+    p = measured_s
+    if se_s == 0:
+        return 0.0
+    cdf = lambda x: 0.5 * (1.0 + math.erf((x - p) / (se_s * math.sqrt(2.0))))
+    below = max(0.0, cdf(min(0.1, 1.5 * p)) - cdf(p / 1.5)) if p / 1.5 < 0.1 else 0.0   # within x1.5 under 0.1 s
+    above = max(0.0, cdf(p / 0.75) - cdf(max(0.1, p / 1.25)))                           # within ±25 % from 0.1 s
+    return max(0.0, 1.0 - below - above)
+
+
+def chance_misses(d: dict) -> dict:
+    """How many of a recorded run's figures (:func:`model_table`) a model exactly right on average would miss
+    by the measurements' own noise (:func:`miss_chance` of each with a standard error): ``expected`` (the sum),
+    ``all_hold`` (the chance that it holds every one of them, the product of the rest), ``sampled`` (the
+    figures with a standard error) and ``unsampled`` (those timed fewer than three times, left out: their noise
+    is not known from the run), ``rows`` (figure, measured_s, measured_se_s, chance), the likeliest misses
+    first."""
+    rows = [{"figure": r["figure"], "measured_s": r["measured_s"], "measured_se_s": r["measured_se_s"],
+             "chance": miss_chance(r["measured_s"], r["measured_se_s"])}
+            for r in model_table(d) if r["measured_se_s"] is not None and r["measured_s"] and r["measured_s"] > 0]
+    unsampled = sum(r["measured_se_s"] is None for r in model_table(d))
+    return {"expected": sum(r["chance"] for r in rows), "all_hold": math.prod(1.0 - r["chance"] for r in rows),
+            "sampled": len(rows), "unsampled": unsampled, "rows": sorted(rows, key=lambda r: -r["chance"])}
 
 
 def targets(d: dict) -> list[tuple[str, bool, str]]:
@@ -145,7 +189,8 @@ def remodel(d: dict) -> dict:
     """``d`` (a recorded run, schema 2) with every refined prediction and each point's ``terms_s`` computed
     again by the module ``mlsysim.lab.distributed.terms`` from the terms the run measured (each point's, the
     gap between checkpoints as the benchmark takes it, ``every`` x DCP's plain step; for a node loss the
-    point of its world size at its state size, with the teardowns it measured and T from its two starts,
+    point of its world size at its state size (or the ``terms`` it carries, a run of node losses alone), with the
+    teardowns it measured and T from its two starts,
     :func:`~mlsysim.lab.distributed.terms.job_start_s`); the measurements
     and the first predictions are left as they are."""
     from .terms import Terms, job_start_s, refined_job, refined_recovery, refined_restore
@@ -166,7 +211,8 @@ def remodel(d: dict) -> dict:
     for n in out["node_loss"]:
         if n.get("predicted", {}).get("refined"):
             start = job_start_s(n["start_s"], n.get("start_apart_s"))
-            t = dataclasses.replace(measured[(n["world_size"], n["state_B"])], start_s=start)
+            kept = measured.get((n["world_size"], n["state_B"]))
+            t = dataclasses.replace(Terms(**n["terms"]) if kept is None else kept, start_s=start)
             n["predicted"]["refined"] = refined_recovery(t, n["state_B"], tuple(n.get("teardown_s") or (0.0, 0.0)))
     return out
 
