@@ -4,6 +4,7 @@
     python benchmarks/bench_lab_dist.py --sizes-mb 64 --nproc 2    # one point, a minute or so
     python benchmarks/bench_lab_dist.py --record                   # store it with the package
     python benchmarks/bench_lab_dist.py --remodel --record         # the stored run, predicted again by this model
+    python benchmarks/bench_lab_dist.py --terms-from benchmarks/records/lab_dist-2026-12-06j.json   # node losses alone
 
 For every world size N and state size it runs, with ``torchrun`` on this CPU (gloo, FSDP2):
 
@@ -19,7 +20,10 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
   downtime per loss beside the job's own start (its launch until it first resumed, in the same run) and the
   driver's teardown of the lost node; a launch of the same job apart, before it (``start_apart_s``,
   :func:`mlsysim.lab.distributed.terms.start_s`, the start the runs up to 2026-12-05i took): the model's T is
-  the mean of the two starts (:func:`mlsysim.lab.distributed.terms.job_start_s`);
+  the mean of the two starts (:func:`mlsysim.lab.distributed.terms.job_start_s`); each loss, with its launch
+  apart, ``NODE_LOSS_TRIALS`` times (``trials``): the recoveries, downtimes and starts are their means, each
+  figure with its standard error (``--terms-from RECORD`` times these alone, the model's other terms taken
+  from a kept run's points at its largest state);
 * the overhead per checkpoint of both engines: the job trains ``PLAIN`` steps without checkpoints,
   then checkpoints every ``EVERY`` steps; each checkpoint's cycle (its stall and the two steps after it)
   less the two steps after those, the last before the next checkpoint: a baseline in the same stretch

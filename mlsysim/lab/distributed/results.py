@@ -17,6 +17,8 @@ where a checkpoint's cost to the training goes, thread by thread, in the same jo
 measured it on the same side of the prediction (a term the model lacks); :func:`spread`, whether the prediction
 follows the figure from run to run. :func:`cycles_needed` and
 :func:`overhead_resolution` say how many checkpoints an overhead's mean needs before the bound can judge it;
+:func:`miss_chance` and :func:`chance_misses`, how many of a run's figures a model exactly right on average would
+miss by the measurements' own noise;
 :func:`staged_back_to_back` sets a run's DCP staging to the probe's back-to-back timing, where it has one;
 :func:`probed_apart` takes out the terms its jobs timed of themselves, :func:`first_probes` takes each of them
 from its first few times only; :func:`durable_split` splits the
@@ -120,12 +122,22 @@ def model_table(d: dict) -> list[dict]:
         tag = f"2 nodes x {n['world_size'] // 2}, {n['state_B'] / 1e6:.0f} MB"
         naive, ref = pred["naive"], pred["refined"]
         trials = n.get("trials") or []
-        each = lambda key, i=None: [tr[key] if i is None else tr[key][i] for tr in trials]
+
+        def each(key: str, i: int | None = None) -> list:
+            """Each trial's figure (the ``i``-th of a list), where every trial has it (a job that never resumed
+            has no downtime)."""
+            xs = []
+            for tr in trials:
+                v = tr.get(key)
+                if i is not None:
+                    v = v[i] if v is not None and len(v) > i else None
+                xs.append(v)
+            return xs if all(x is not None for x in xs) else []
         rows.append(_row(f"{tag}: peer-memory recovery", naive["peer_memory_s"], ref["peer_memory_s"], n["recovery_s"],
                          each("recovery_s")))
         rows.append(_row(f"{tag}: storage recovery", naive["storage_s"], ref["storage_s"], n["recovery_storage_s"],
                          each("recovery_storage_s")))
-        for i, (t, key) in enumerate(zip(n["downtime_s"], ("downtime_peer_s", "downtime_storage_s"))):
+        for i, (t, key) in enumerate(zip(n["downtime_s"] or (), ("downtime_peer_s", "downtime_storage_s"))):
             rows.append(_row(f"{tag}: downtime, {key.split('_')[1]} recovery", None, ref.get(key), t,
                              each("downtime_s", i)))
     return rows
@@ -161,10 +173,11 @@ def chance_misses(d: dict) -> dict:
     figures with a standard error) and ``unsampled`` (those timed fewer than three times, left out: their noise
     is not known from the run), ``rows`` (figure, measured_s, measured_se_s, chance), the likeliest misses
     first."""
+    table = model_table(d)
     rows = [{"figure": r["figure"], "measured_s": r["measured_s"], "measured_se_s": r["measured_se_s"],
              "chance": miss_chance(r["measured_s"], r["measured_se_s"])}
-            for r in model_table(d) if r["measured_se_s"] is not None and r["measured_s"] and r["measured_s"] > 0]
-    unsampled = sum(r["measured_se_s"] is None for r in model_table(d))
+            for r in table if r["measured_se_s"] is not None and r["measured_s"] and r["measured_s"] > 0]
+    unsampled = sum(r["measured_se_s"] is None for r in table)
     return {"expected": sum(r["chance"] for r in rows), "all_hold": math.prod(1.0 - r["chance"] for r in rows),
             "sampled": len(rows), "unsampled": unsampled, "rows": sorted(rows, key=lambda r: -r["chance"])}
 
