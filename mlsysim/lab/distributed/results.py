@@ -122,25 +122,24 @@ def model_table(d: dict) -> list[dict]:
         tag = f"2 nodes x {n['world_size'] // 2}, {n['state_B'] / 1e6:.0f} MB"
         naive, ref = pred["naive"], pred["refined"]
         trials = n.get("trials") or []
-
-        def each(key: str, i: int | None = None) -> list:
-            """Each trial's figure (the ``i``-th of a list), where every trial has it (a job that never resumed
-            has no downtime)."""
-            xs = []
-            for tr in trials:
-                v = tr.get(key)
-                if i is not None:
-                    v = v[i] if v is not None and len(v) > i else None
-                xs.append(v)
-            return xs if all(x is not None for x in xs) else []
         rows.append(_row(f"{tag}: peer-memory recovery", naive["peer_memory_s"], ref["peer_memory_s"], n["recovery_s"],
-                         each("recovery_s")))
+                         _each_trial(trials, "recovery_s")))
         rows.append(_row(f"{tag}: storage recovery", naive["storage_s"], ref["storage_s"], n["recovery_storage_s"],
-                         each("recovery_storage_s")))
+                         _each_trial(trials, "recovery_storage_s")))
         for i, (t, key) in enumerate(zip(n["downtime_s"] or (), ("downtime_peer_s", "downtime_storage_s"))):
             rows.append(_row(f"{tag}: downtime, {key.split('_')[1]} recovery", None, ref.get(key), t,
-                             each("downtime_s", i)))
+                             _each_trial(trials, "downtime_s", i)))
     return rows
+
+
+def _each_trial(trials: list, key: str, i: int | None = None) -> list:
+    """Each node-loss trial's ``key`` (the ``i``-th of its list), or none where a trial lacks it (a job that never
+    resumed has no downtime)."""
+    xs = []
+    for tr in trials:
+        v = tr.get(key)
+        xs.append(v if i is None else v[i] if v is not None and len(v) > i else None)
+    return xs if all(x is not None for x in xs) else []
 
 
 def miss_chance(measured_s: float, se_s: float) -> float:
