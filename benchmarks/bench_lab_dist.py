@@ -23,7 +23,9 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
   the mean of the two starts (:func:`mlsysim.lab.distributed.terms.job_start_s`); each loss, with its launch
   apart, ``NODE_LOSS_TRIALS`` times (``trials``): the recoveries, downtimes and starts are their means, each
   figure with its standard error (``--terms-from RECORD`` times these alone, the model's other terms taken
-  from a kept run's points at its largest state);
+  from a kept run's points at its largest state); each trial keeps the ``concurrent`` engine's preparation of
+  its buffers at the killed job's start and after each loss (``prepares_s``) and at the launch apart
+  (``start_apart_prepare_s``);
 * the overhead per checkpoint of both engines: the job trains ``PLAIN`` steps without checkpoints,
   then checkpoints every ``EVERY`` steps; each checkpoint's cycle (its stall and the two steps after it)
   less the two steps after those, the last before the next checkpoint: a baseline in the same stretch
@@ -174,7 +176,7 @@ def _node_loss(nproc: int, size_B: float, layers: int, t, say, trials: int = NOD
     each = []
     for i in range(trials):
         say(f"{tag}: the job's start, launched apart ({i + 1} of {trials})")
-        apart = terms.start_s(launch, nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
+        apart, apart_prep = terms.start_s(launch, nproc // 2, nodes=2, d_model=cfg.d_model, layers=layers)
         say(f"{tag}: a node lost ({i + 1} of {trials})")
         r, attempt = _twice(lambda: run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent",
                                                     steps=NODE_LOSS_STEPS, every=NODE_LOSS_EVERY,
@@ -185,6 +187,7 @@ def _node_loss(nproc: int, size_B: float, layers: int, t, say, trials: int = NOD
                      "peer_bytes_per_rank": list(r.peer_bytes_per_rank), "recovery_phases_s": r.recovery_phases_s,
                      "recovery_storage_phases_s": r.recovery_storage_phases_s, "downtime_s": list(r.downtime_s),
                      "start_s": r.start_s, "teardown_s": list(r.teardown_s), "start_apart_s": apart,
+                     "prepares_s": list(r.prepares_s), "start_apart_prepare_s": apart_prep,
                      "attempts": attempt})
     naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
         t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B)))

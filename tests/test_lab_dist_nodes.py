@@ -72,6 +72,9 @@ def test_a_lost_node_comes_back_from_peer_memory_then_from_storage(lost):
     # the downtime's terms, measured in the same run: each teardown ends before the replacement starts
     assert 0 < r.start_s < 60 and len(r.teardown_s) == 2
     assert all(0 <= e < t for e, t in zip(r.teardown_s, r.downtime_s))
+    # the engine's preparation of its buffers at the start and after each loss, inside each start and downtime
+    assert len(r.prepares_s) == 3 and r.prepares_s[0] < r.start_s
+    assert all(0 < p < t for p, t in zip(r.prepares_s[1:], r.downtime_s))
     record = json.loads(json.dumps(r.to_dict()))
     assert record["world_size"] == 2 and record["storage_bytes_read_per_rank"] == [0, 0]
     assert {"nodes", "recovered_from", "recovery_s", "recovery_storage_s"} <= set(record)

@@ -1,23 +1,23 @@
 """Drive the distributed lab from Python: launch ``torchrun`` agents, kill ranks or nodes, resume, reshard.
 
 No PyTorch import here (the workers import it): :func:`run_distributed` starts one ``python -m
-torch.distributed.run`` (torchrun) agent per node, with a c10d rendezvous on ``127.0.0.1`` at a free port, reads
-the JSON lines of :mod:`mlsysim.lab.distributed.worker`, SIGKILLs the rank that paused at a named point (or a
-random rank at a random time), or a whole node, lets ``--max-restarts`` restart the group, and compares every
-loss after the resume with an uninterrupted run's. Every process it starts is killed by its pid before it
-returns, whatever happens, and the memory tiers it created are removed.
+torch.distributed.run`` (torchrun) agent per node, with a c10d rendezvous on ``127.0.0.1`` at a free port, reads the
+JSON lines of :mod:`mlsysim.lab.distributed.worker`, SIGKILLs the rank that paused at a named point (or a random
+rank at a random time), or a whole node, lets ``--max-restarts`` restart the group, and compares every loss after
+the resume with an uninterrupted run's. Every process it starts is killed by its pid before it returns, whatever
+happens, and the memory tiers it created are removed.
 
 **Two nodes on one machine.** Each node is a torchrun agent with ``--nnodes 2`` (or ``1:2``, elastic) and its own
-memory tier, ``<root>/<node>/`` under ``/dev/shm``; the node's name is the ``MLSYSIM_NODE`` this driver sets for
-its agent (``node-0``, ``node-1``, a replacement ``node-2`` ...), never the group rank the rendezvous hands out.
-``node-0`` hosts the rendezvous' store (``is_host``; losing it would end the job, as losing the store's host does
-on real machines), so the node lost is always another. Losing a node: its first rank pauses at the planned point,
-then the agent is stopped (SIGSTOP, so that it starts nothing), every worker it spawned is SIGKILLed (torchrun
-starts each in a session of its own, so the agent's process group does not hold them), then the agent's process
-group; its memory tier is erased and, unless the job is elastic, a replacement agent with an empty memory tier
-joins. The rendezvous' timeouts (:data:`RDZV_CONF`) are set so that each recovery takes seconds: a dead node is
-declared after ``keep_alive_interval`` x ``keep_alive_max_attempt`` = 2 s without heartbeat, and an elastic round
-closes ``last_call_timeout`` = 3 s after its smallest size is reached. Every agent runs with
+memory tier, ``<root>/<node>/`` under ``/dev/shm``; the node's name is the ``MLSYSIM_NODE`` this driver sets for its
+agent (``node-0``, ``node-1``, a replacement ``node-2`` ...), never the group rank the rendezvous hands out.
+``node-0`` hosts the rendezvous' store (``is_host``; losing it would end the job, as losing the store's host does on
+real machines), so the node lost is always another. Losing a node: its first rank pauses at the planned point, then
+the agent is stopped (SIGSTOP, so that it starts nothing), every worker it spawned is SIGKILLed (torchrun starts
+each in a session of its own, so the agent's process group does not hold them), then the agent's process group; its
+memory tier is erased and, unless the job is elastic, a replacement agent with an empty memory tier joins. The
+rendezvous' timeouts (:data:`RDZV_CONF`) are set so that each recovery takes seconds: a dead node is declared after
+``keep_alive_interval`` x ``keep_alive_max_attempt`` = 2 s without heartbeat, and an elastic round closes
+``last_call_timeout`` = 3 s after its smallest size is reached. Every agent runs with
 ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: the workers' store is then made anew for every round by its rank 0 (a
 surviving agent would otherwise keep the address of the first round's store, and a replacement would wait for one
 that is never announced)."""
@@ -280,15 +280,9 @@ def _worker_args(directory, steps, every, engine, mode, keep, seed, stop_after, 
             "--probe-terms", str(probe_terms)]
     if memory_root is not None:
         args += ["--memory-root", str(memory_root)]
-    if pause:
-        args += ["--pause", pause]
-    if node_pause:
-        args += ["--node-pause", node_pause]
-    if stop_after is not None:
-        args += ["--stop-after", str(stop_after)]
-    if checksums:
-        args.append("--checksums")
-    return args
+    for flag, v in (("--pause", pause), ("--node-pause", node_pause), ("--stop-after", stop_after)):
+        args += [flag, str(v)] if v not in (None, "") else []
+    return args + (["--checksums"] if checksums else [])
 
 
 class _Job:
@@ -506,31 +500,31 @@ class DistributedRun:
     ``sources``: from which tier (``"memory"``, ``"peer-memory"``, ``"storage"``, None from scratch);
     ``resumed_exactly``: every loss after each resume equals the uninterrupted run's bit for bit (None without a
     kill, or when the world size changed); ``reshard_equal``: after loading at ``reshard_to`` ranks every full
-    (gathered) tensor's CRC-32 equals the saved one's; ``reshard_loss_max_abs``: the largest difference between
-    the losses at ``reshard_to`` ranks and the uninterrupted run's (reduction order only); ``stall_s``,
-    ``durable_s``, ``memory_stall_s``, ``memory_s``: medians over the uninterrupted run's checkpoints (the durable
-    engine's stall and seconds until durable; the memory tier's stall and seconds until the checkpoint is in
-    memory on every node, replica included); ``bytes_read_per_rank``: what each rank read in the last resume. For
-    the first recovery: ``recovered_from`` (its tier), ``recovery_s`` (the slowest rank's seconds from the start
-    of loading to training resumed), ``storage_bytes_read_per_rank`` (from the durable tier only) and
-    ``peer_bytes_per_rank`` (received from another node); ``recovery_storage_s``: the same job's recovery
-    from durable storage after a node loss that took both memory copies; ``recovery_phases_s``,
-    ``recovery_storage_phases_s``: those two recoveries by phase, the slowest rank's seconds (``survey``:
-    what the nodes' memory tiers hold; ``transfer``: shards sent to the nodes that lack them, until
-    written into their tiers; ``read``: the reads and checks; ``load``: into the model, until every rank
-    is done). ``stalls_s``, ``durables_s``, ``shards_s`` (until rank 0's own shard was durable; this package's
-    engines): every checkpoint's, in order; ``prepare_s``: the ``concurrent`` engine's allocation and first touch
-    of its snapshot buffers at the start of the job (rank 0; not in any stall). ``downtime_s``: for each kill, the
-    seconds until the job had resumed, as the driver saw them (detection, rendezvous, new processes and the
-    recovery itself); ``start_s``: the killed job's own start, from its launch until it first resumed (from
-    nothing), taken just before its losses; ``teardown_s``: for each node lost, the driver's seconds from the
-    kill until it started the replacement (the lost processes gone, the lost node's memory tier erased).
-    With ``plain_steps`` (steps without checkpoints first): ``plain_step_s``, ``plain_churn_Bps``, ``plain_gloo_cpu_s``,
-    ``overheads_s``, ``overhead_s``, the same of rank 0's CPU (:func:`~.accounting.overhead_per_checkpoint`).
-    ``reference_losses``: the uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``:
-    :mod:`mlsysim.lab.distributed.predict`'s for this job on this machine (with ``predict=True``); with a node
-    lost, its ``downtime_s``: each loss's teardown + the job's own start (both measured) + the predicted recovery.
-    ``job_terms``: the job's own terms, timed at its end (with ``probe_terms``; else None)."""
+    (gathered) tensor's CRC-32 equals the saved one's; ``reshard_loss_max_abs``: the largest difference between the
+    losses at ``reshard_to`` ranks and the uninterrupted run's (reduction order only); ``stall_s``, ``durable_s``,
+    ``memory_stall_s``, ``memory_s``: medians over the uninterrupted run's checkpoints (the durable engine's stall
+    and seconds until durable; the memory tier's stall and seconds until the checkpoint is in memory on every node,
+    replica included); ``bytes_read_per_rank``: what each rank read in the last resume. For the first recovery:
+    ``recovered_from`` (its tier), ``recovery_s`` (the slowest rank's seconds from the start of loading to training
+    resumed), ``storage_bytes_read_per_rank`` (from the durable tier only) and ``peer_bytes_per_rank`` (received
+    from another node); ``recovery_storage_s``: the same job's recovery from durable storage after a node loss that
+    took both memory copies; ``recovery_phases_s``, ``recovery_storage_phases_s``: those two recoveries by phase,
+    the slowest rank's seconds (``survey``: what the nodes' memory tiers hold; ``transfer``: shards sent to the
+    nodes that lack them, until written into their tiers; ``read``: the reads and checks; ``load``: into the model,
+    until every rank is done). ``stalls_s``, ``durables_s``, ``shards_s`` (until rank 0's own shard was durable;
+    this package's engines): every checkpoint's, in order; ``prepare_s``: the ``concurrent`` engine's allocation and
+    first touch of its snapshot buffers at the start of the job (rank 0; not in any stall), ``prepares_s``: the
+    killed job's, at its start and after each kill. ``downtime_s``: for each kill, the seconds until the job had
+    resumed, as the driver saw them (detection, rendezvous, new processes and the recovery itself); ``start_s``: the
+    killed job's own start, from its launch until it first resumed (from nothing), taken just before its losses;
+    ``teardown_s``: for each node lost, the driver's seconds from the kill until it started the replacement (the
+    lost processes gone, the lost node's memory tier erased). With ``plain_steps`` (steps without checkpoints
+    first): ``plain_step_s``, ``plain_churn_Bps``, ``plain_gloo_cpu_s``, ``overheads_s``, ``overhead_s``, the same
+    of rank 0's CPU (:func:`~.accounting.overhead_per_checkpoint`). ``reference_losses``: the uninterrupted run's
+    loss at steps 1, 2, ... (exact floats). ``prediction``: :mod:`mlsysim.lab.distributed.predict`'s for this job on
+    this machine (with ``predict=True``); with a node lost, its ``downtime_s``: each loss's teardown + the job's own
+    start (both measured) + the predicted recovery. ``job_terms``: the job's own terms, timed at its end (with
+    ``probe_terms``; else None)."""
 
     engine: str
     mode: str
@@ -572,6 +566,7 @@ class DistributedRun:
     durables_s: tuple = ()
     shards_s: tuple = ()
     prepare_s: float | None = None
+    prepares_s: tuple = ()
     plain_steps: int = 0
     plain_step_s: float | None = None
     plain_step_cpu_s: float | None = None
@@ -663,6 +658,7 @@ def _killed_run(base: Path, nproc: int, steps: int, nodes: int, kill, loss_steps
     storage = next((e for e in found if e["source"] == "storage"), None) if kill == "node" else None
     got = {"kills": tuple(run.killed), "downtime_s": tuple(run.downtimes()), "resumed_from": resumed,
            "start_s": run.start_s(), "teardown_s": tuple(run.teardowns),
+           "prepares_s": tuple(e["prepared_s"] for e in run.events if "prepared_s" in e),
            "bytes_read_per_rank": tuple(recoveries(run.events)[-1]["bytes_read"]),
            "sources": tuple(e["source"] for e in found), "recovered_from": first["source"] if first else None,
            "recovery_s": first["recovery_s"] if first else None,

@@ -748,20 +748,22 @@ def job_start_s(first_s: float, apart_s: float | None = None) -> float:
     return first_s if apart_s is None else (first_s + apart_s) / 2
 
 
-def start_s(launch, nproc: int, nodes: int = 1, d_model: int = 32, layers: int = 2, repeats: int = 1) -> float:
-    """Seconds from launching a torchrun job of ``nodes`` agents x ``nproc`` ranks (this lab's worker,
-    this package's engine, its memory tiers) to rank 0's resume event: the processes' start (Python,
-    PyTorch), the rendezvous, the process groups and the job's setup; the least of ``repeats``. A launch of
-    its own (the kept runs up to 2026-12-05i took T so); the benchmark now takes the killed job's own start
-    (``DistributedRun.start_s``).
-    ``launch`` is the launcher's ``launch`` (passed in: the launcher imports this module)."""
-    best = math.inf
+def start_s(launch, nproc: int, nodes: int = 1, d_model: int = 32, layers: int = 2, repeats: int = 1) -> tuple:
+    """(seconds, of which the preparation) from launching a torchrun job of ``nodes`` agents x ``nproc`` ranks (this
+    lab's worker, this package's engine, its memory tiers) to rank 0's resume event: the processes' start (Python,
+    PyTorch), the rendezvous, the process groups and the job's setup, with the ``concurrent`` engine's preparation
+    of its snapshot buffers (its ``prepared_s`` event; None without one); the least of ``repeats``. The benchmark
+    takes T from it and the killed job's own start (``DistributedRun.start_s``). ``launch``: the launcher's
+    ``launch`` (passed in: the launcher imports this module)."""
+    best = (math.inf, None)
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="mlsysim-start-") as tmp:
             t0 = time.monotonic()
             run = launch(tmp, nproc, 1, every=2, engine="concurrent", nodes=nodes, memory=nodes > 1,
                          d_model=d_model, layers=layers)
-            best = min(best, next(t for e, t in zip(run.events, run.times) if "resumed_from" in e) - t0)
+            took = next(t for e, t in zip(run.events, run.times) if "resumed_from" in e) - t0
+            best = min(best, (took, next((e["prepared_s"] for e in run.events if "prepared_s" in e), None)),
+                       key=lambda x: x[0])
     return best
 
 
