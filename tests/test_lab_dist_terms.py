@@ -847,3 +847,25 @@ def test_a_node_loss_timed_three_times_gives_its_figures_a_standard_error():
     # a run of node losses alone carries the terms it was predicted with: remodel takes them
     alone = {**d, "points": [], "node_loss": [{**n, "terms": d["points"][2]["terms"]}]}
     assert remodel(alone)["node_loss"][0]["predicted"] == d["node_loss"][0]["predicted"]
+
+
+def test_against_others_judges_each_run_by_the_other_runs_mean():
+    from mlsysim.lab.distributed.results import against_others
+    from mlsysim.lab.pytorch.results import within_bound
+    base = recorded()
+    fig = next(r for r in model_table(remodel(base)) if r["figure"].endswith("storage recovery"))
+    doubled = copy.deepcopy(base)
+    doubled["node_loss"][0]["recovery_storage_s"] *= 2            # one run measured twice the others' value
+    j = against_others({"a": base, "b": copy.deepcopy(base), "c": doubled})
+    # c against the mean of a and b (x): 2x misses; a and b against the mean of x and 2x (1.5 x): x / 1.5 x misses
+    assert j["figures_missed"][fig["figure"]]["others"] == 3
+    model_misses = 2 * (not fig["holds"]) + (not within_bound(2 * fig["measured_s"], fig["refined_s"]))
+    assert j["figures_missed"][fig["figure"]]["model"] == model_misses
+    # every other figure is measured alike in the three runs: its others' mean is its measurement, which holds
+    assert all(m["others"] == 0 for f, m in j["figures_missed"].items() if f != fig["figure"])
+    held = {n: r["others_held"] for n, r in j["runs"].items()}
+    assert held == {"a": 61, "b": 61, "c": 61} and {r["figures"] for r in j["runs"].values()} == {62}
+    assert j["runs"]["a"]["model_held"] == sum(r["holds"] for r in model_table(remodel(base)))
+    assert j["runs"]["a"]["model_only"] == 62 - j["runs"]["a"]["model_held"] - (not fig["holds"])
+    with pytest.raises(MlsysimError, match="three recorded runs or more, got 2"):
+        against_others({"a": base, "b": base})

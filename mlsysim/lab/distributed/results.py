@@ -18,7 +18,8 @@ measured it on the same side of the prediction (a term the model lacks); :func:`
 follows the figure from run to run. :func:`cycles_needed` and
 :func:`overhead_resolution` say how many checkpoints an overhead's mean needs before the bound can judge it;
 :func:`miss_chance` and :func:`chance_misses`, how many of a run's figures a model exactly right on average would
-miss by the measurements' own noise;
+miss by the measurements' own noise; :func:`against_others`, how many the other runs' mean would miss by the
+machine's moves from run to run;
 :func:`staged_back_to_back` sets a run's DCP staging to the probe's back-to-back timing, where it has one;
 :func:`probed_apart` takes out the terms its jobs timed of themselves, :func:`first_probes` takes each of them
 from its first few times only; :func:`durable_split` splits the
@@ -379,6 +380,38 @@ def spread(rows) -> list[dict]:
         out.append({"figure": r["figure"], "runs": len(pairs), "measured_sd": sd["measured"],
                     "predicted_sd": sd["predicted"], "ratio_sd": sd["ratio"], "tracks": sd["ratio"] < sd["measured"]})
     return out
+
+
+def against_others(runs: dict) -> dict:
+    """Each recorded run (``{name: run}``, three or more) judged twice, figure by figure (:func:`model_table`
+    after :func:`remodel`): by the model, and by the mean of the other runs' measurements of the same figure,
+    a prediction that knows how large the figure is on this machine but not how the machine stood that day.
+    Its misses are how far a figure moves from run to run (the host, the memory it took back, the disk's
+    day); a figure the model misses where the others' mean holds is a miss of the model's. Per run:
+    ``model_held``, ``others_held`` (how many figures hold, ±25 %, x1.5 under 0.1 s), ``model_only`` (the model
+    missed, the others' mean held) and ``figures``; per
+    figure (``figures_missed``): ``model`` and ``others``, in how many runs each missed it.
+
+    >>> j = against_others({"shipped": recorded(), "before": recorded(EARLIER), "again": recorded()})
+    >>> [(r["model_held"], r["others_held"]) for r in j["runs"].values()]
+    [(56, 61), (54, 59), (56, 61)]
+    """
+    if len(runs) < 3:
+        raise MlsysimError(f"against_others needs three recorded runs or more, got {len(runs)}")
+    tables = {n: {r["figure"]: r for r in model_table(remodel(d))} for n, d in runs.items()}
+    shared = [f for f in next(iter(tables.values())) if all(f in t for t in tables.values())]
+    per_run, missed = {}, {f: {"model": 0, "others": 0} for f in shared}
+    for n, t in tables.items():
+        held = {"model_held": 0, "others_held": 0, "model_only": 0, "figures": len(shared)}
+        for f in shared:
+            mean = statistics.mean(o[f]["measured_s"] for m, o in tables.items() if m != n)
+            ok = {"model": t[f]["holds"], "others": within_bound(t[f]["measured_s"], mean)}
+            for key in ok:
+                held[f"{key}_held"] += ok[key]
+                missed[f][key] += not ok[key]
+            held["model_only"] += ok["others"] and not ok["model"]
+        per_run[n] = held
+    return {"runs": per_run, "figures_missed": {f: m for f, m in missed.items() if m["model"] or m["others"]}}
 
 
 def cycles_needed(samples, predicted_s: float, k: float = 2.0) -> int:
