@@ -609,6 +609,12 @@ def test_terms_the_job_timed_of_itself_stand_for_those_timed_apart():
     assert dcp["concurrent"] == apart["concurrent"] and dcp["terms"]["dcp_write_s"] == pytest.approx(copied / 0.25e9)
     more = dcp["dcp-async"]["durable_s"] - apart["dcp-async"]["durable_s"]
     assert more == pytest.approx(copied / 0.25e9 - copied / 1e9)
+    # more ranks than cores: they copy at once on shared cores, and rank 0's copy ends with the slowest
+    shared = dataclasses.replace(t, world=4, job_copy_own_Bps=8e9, job_copy_Bps=5e9)
+    four = terms.refined_job(shared, 1e9)["concurrent"]
+    four_own = terms.refined_job(dataclasses.replace(shared, job_copy_Bps=None), 1e9)["concurrent"]
+    copied4 = 1e9 + 4 * terms.EXTRAS_PER_RANK_B
+    assert four["stall_s"] - four_own["stall_s"] == pytest.approx(copied4 / 5e9 - copied4 / 8e9)
     with pytest.raises(MlsysimError, match="job_copy_Bps must be a measured rate > 0 B/s or None"):
         dataclasses.replace(T, job_copy_Bps=0.0)
     # the engine's fixed cost to durable beside the job's own steps stands for the smallest job's, durable only
@@ -869,3 +875,29 @@ def test_against_others_judges_each_run_by_the_other_runs_mean():
     assert j["runs"]["a"]["model_only"] == 62 - j["runs"]["a"]["model_held"] - (not fig["holds"])
     with pytest.raises(MlsysimError, match="three recorded runs or more, got 2"):
         against_others({"a": base, "b": base})
+
+
+def test_the_four_rank_stalls_end_with_the_slowest_ranks_copy():
+    """The counts in ``terms``' docstring (the concurrent stall where N > C), from the kept runs -06d to -07."""
+    runs = {n: d for n, d in load_records().items() if "lab_dist-2026-12-06d" <= n <= "lab_dist-2026-12-07"}
+    own_over_last, from_own, from_last = [], [], []
+    for d in runs.values():
+        for q in d["points"]:
+            if q["world_size"] != 4:
+                continue
+            jt, c = q["concurrent"]["job_terms"], q["concurrent"]
+            fixed = q["terms"]["own_stall_s"] or 0.0
+            own_over_last.append(jt["copy_own_s"] / jt["copy_s"])
+            from_own.append(c["stall_s"] / (jt["copy_own_s"] + fixed))
+            from_last.append(c["stall_s"] / (jt["copy_s"] + fixed))
+    assert len(runs) == 7 and len(own_over_last) == 21
+    assert (round(min(own_over_last), 2), round(max(own_over_last), 2)) == (0.35, 0.98)
+    assert (round(min(from_own), 2), round(max(from_own), 2)) == (0.87, 2.45)
+    assert (round(min(from_last), 2), round(max(from_last), 2)) == (0.56, 1.49)
+    # and so the model takes them: its stall on 4 ranks is the last rank's copy and the fixed cost
+    for d in runs.values():
+        for q in remodel(d)["points"]:
+            if q["world_size"] == 4:
+                jt = q["concurrent"]["job_terms"]
+                want = jt["copy_s"] + (q["terms"]["own_stall_s"] or 0.0)
+                assert q["concurrent"]["predicted"]["refined"]["stall_s"] == pytest.approx(want, rel=0.01)
