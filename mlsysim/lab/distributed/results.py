@@ -389,8 +389,8 @@ def against_others(runs: dict) -> dict:
     Its misses are how far a figure moves from run to run (the host, the memory it took back, the disk's
     day); a figure the model misses where the others' mean holds is a miss of the model's. Per run:
     ``model_held``, ``others_held`` (how many figures hold, ±25 %, x1.5 under 0.1 s), ``model_only`` (the model
-    missed, the others' mean held) and ``figures``; per
-    figure (``figures_missed``): ``model`` and ``others``, in how many runs each missed it.
+    missed, the others' mean held) and ``figures``; per figure that either missed (``figures_missed``):
+    ``model`` and ``others``, in how many runs each missed it.
 
     >>> j = against_others({"shipped": recorded(), "before": recorded(EARLIER), "again": recorded()})
     >>> [(r["model_held"], r["others_held"]) for r in j["runs"].values()]
