@@ -13,10 +13,10 @@ import pytest
 
 from mlsysim.errors import MlsysimError
 from mlsysim.lab.distributed import terms
-from mlsysim.lab.distributed.results import (EARLIER, across, cycles_needed, load_records, model_table, spread,
-                                             overhead_resolution, own_start_only, probed_apart, recorded, remodel,
-                                             staged_back_to_back, durable_split, first_probes, standard_error,
-                                             targets)
+from mlsysim.lab.distributed.results import (EARLIER, across, against_others, cycles_needed, load_records, model_table,
+                                             spread, overhead_resolution, own_start_only, probed_apart, recorded,
+                                             remodel, staged_back_to_back, durable_split, first_probes,
+                                             standard_error, targets)
 
 T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
                 crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
@@ -856,7 +856,6 @@ def test_a_node_loss_timed_three_times_gives_its_figures_a_standard_error():
 
 
 def test_against_others_judges_each_run_by_the_other_runs_mean():
-    from mlsysim.lab.distributed.results import against_others
     from mlsysim.lab.pytorch.results import within_bound
     base = recorded()
     fig = next(r for r in model_table(remodel(base)) if r["figure"].endswith("storage recovery"))

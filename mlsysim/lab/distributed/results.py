@@ -383,9 +383,10 @@ def spread(rows) -> list[dict]:
 
 
 def against_others(runs: dict) -> dict:
-    """Each recorded run (``{name: run}``, three or more) judged twice, figure by figure (:func:`model_table`
-    after :func:`remodel`): by the model, and by the mean of the other runs' measurements of the same figure,
-    a prediction that knows how large the figure is on this machine but not how the machine stood that day.
+    """Each recorded run (``{name: run}``, three or more) judged twice, figure by figure (the rows of
+    :func:`across` that every run has): by the model, and by the mean of the other runs' measurements of the
+    same figure, a prediction that knows how large the figure is on this machine but not how the machine stood
+    that day.
     Its misses are how far a figure moves from run to run (the host, the memory it took back, the disk's
     day); a figure the model misses where the others' mean holds is a miss of the model's. Per run:
     ``model_held``, ``others_held`` (how many figures hold, ±25 %, x1.5 under 0.1 s), ``model_only`` (the model
@@ -398,17 +399,17 @@ def against_others(runs: dict) -> dict:
     """
     if len(runs) < 3:
         raise MlsysimError(f"against_others needs three recorded runs or more, got {len(runs)}")
-    tables = {n: {r["figure"]: r for r in model_table(remodel(d))} for n, d in runs.items()}
-    shared = [f for f in next(iter(tables.values())) if all(f in t for t in tables.values())]
-    per_run, missed = {}, {f: {"model": 0, "others": 0} for f in shared}
-    for n, t in tables.items():
+    shared = [r for r in across(runs) if r["runs"] == len(runs)]      # in every run, in the runs' order
+    per_run, missed = {}, {r["figure"]: {"model": 0, "others": 0} for r in shared}
+    for i, n in enumerate(runs):
         held = {"model_held": 0, "others_held": 0, "model_only": 0, "figures": len(shared)}
-        for f in shared:
-            mean = statistics.mean(o[f]["measured_s"] for m, o in tables.items() if m != n)
-            ok = {"model": t[f]["holds"], "others": within_bound(t[f]["measured_s"], mean)}
+        for r in shared:
+            m, p = r["measured"][i], r["predicted"][i]
+            mean = statistics.mean(x for j, x in enumerate(r["measured"]) if j != i)
+            ok = {"model": m is not None and p is not None and within_bound(m, p), "others": within_bound(m, mean)}
             for key in ok:
                 held[f"{key}_held"] += ok[key]
-                missed[f][key] += not ok[key]
+                missed[r["figure"]][key] += not ok[key]
             held["model_only"] += ok["others"] and not ok["model"]
         per_run[n] = held
     return {"runs": per_run, "figures_missed": {f: m for f, m in missed.items() if m["model"] or m["others"]}}
