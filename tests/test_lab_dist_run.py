@@ -206,6 +206,9 @@ def test_dcps_job_times_its_staging_and_disk_at_its_end(tmp_path):
     assert len(t["dcp_stage_each_s"]) == 2 and all(0 < o <= a for o, a in zip(t["dcp_stage_own_each_s"],
                                                                               t["dcp_stage_each_s"]))
     assert 0.9 < t["write_B"] / t["dcp_stage_B"] < 1.1         # the ranks' own bytes, written as staged
+    # and DCP's writer thread's CPU time at each of its two checkpoints, by that thread's own clock
+    cpu = t["dcp_writer_cpu_per_checkpoint_s"]
+    assert len(cpu) == 2 and all(0 < x < 5 for x in cpu)
     assert not list(tmp_path.rglob("terms-*")) and newest_path("dcp-async", tmp_path / "reference").name.endswith("8")
     with pytest.raises(MlsysimError, match="probe_terms must be an integer >= 0"):
         run_distributed(steps=8, probe_terms=-1)

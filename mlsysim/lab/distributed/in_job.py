@@ -28,6 +28,10 @@ same on the lab's job at its smallest width, whose steps are not the full job's:
 record came a median 0.078 s after rank 0's shard was durable, where that probe had put the whole fixed cost at
 0.025 s and this one at 0.048 s (``benchmarks/records/lab_dist-2026-12-06f.json``, :func:`.results.durable_split`).
 
+And, in DCP's jobs, the CPU time of DCP's writer thread at each of the job's checkpoints, as that thread's clock
+(``time.thread_time``) counts it around ``write_data``: the serialization, ``torch.save``'s CRC-32, the copy into
+the page cache and the ``fsync`` call, at the job's own cadence and beside its own steps.
+
 The writers' CPU time beside the job's own steps (:func:`_writer_cpu_beside`, this package's engines' jobs) is
 recorded beside the u_c the model takes, not yet in its place.
 """
@@ -45,7 +49,7 @@ import numpy as np
 from ...errors import MlsysimError, check_integer
 
 
-def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 0) -> dict:
+def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 0, writer_cpu_s=None) -> dict:
     """In a running gloo job (every rank calls it, after its last checkpoint is durable): ``copy_s``,
     ``copy_own_s`` and ``copy_B`` (``own``: this package's engines' job), ``write_s``, ``write_own_s`` and
     ``write_B`` (the write + ``fsync`` of the rank's bytes in a directory of its own under ``directory``,
@@ -53,9 +57,13 @@ def time_terms(group, job, directory, own: bool, repeats: int = 3, steps: int = 
     ``writer_cpu_beside_s`` and ``writer_cpu_beside_B`` (``own``: :func:`_writer_cpu_beside`, ``steps`` a write),
     DCP's staging (not ``own``: the keys of
     :func:`~mlsysim.lab.distributed.staging.dcp_stage`, each staging held through ``steps`` of the job's steps,
-    and ``dcp_stage_freed_s``, ``dcp_stage_freed_own_s``: each freed before them), and ``repeats``."""
+    and ``dcp_stage_freed_s``, ``dcp_stage_freed_own_s``: each freed before them), and ``repeats``; with
+    ``writer_cpu_s`` ({step: seconds}, DCP's engine's), ``dcp_writer_cpu_per_checkpoint_s``: the CPU time of the
+    thread that wrote this rank's files at each checkpoint, in order, by that thread's own clock."""
     check_integer("repeats", repeats)
     out: dict = {"repeats": repeats}
+    if writer_cpu_s:
+        out["dcp_writer_cpu_per_checkpoint_s"] = [writer_cpu_s[k] for k in sorted(writer_cpu_s)]
     if own:
         from .. import store
         state, _ = job.shard_state()

@@ -52,8 +52,9 @@ def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
     :class:`~mlsysim.lab.distributed.terms.Terms`' fields: c_N until the last rank and until rank 0 is done, each
     job's W_N, DCP's σ and σ_0 (of the stagings freed a gap before the next, ``dcp_stage_freed_*``, as the job's
     saves free theirs, where timed; else of those held through the gap), and the ``concurrent`` engine's fixed
-    cost to durable beside the job's steps (o_b − o, ``job_fixed_durable_s``, where timed); none for a job that
-    timed none.
+    cost to durable beside the job's steps (o_b − o, ``job_fixed_durable_s``, where timed), and DCP's writer thread's
+    CPU seconds per checkpoint (``dcp_writer_cpu_s``: their mean over the checkpoints the overhead's mean covers, all
+    but the last, where the job kept them); none for a job that timed none.
 
     >>> r = in_job_rates({"copy_B": 1e9, "copy_s": 0.1, "copy_own_s": 0.08, "write_B": 1e9, "write_s": 0.5},
     ...                  {"dcp_stage_B": 1e9, "dcp_stage_s": 0.4, "dcp_stage_own_s": 0.3, "write_B": 1e9,
@@ -68,6 +69,9 @@ def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
     ...                             "write_s": 1.0, "dcp_stage_freed_s": 0.5, "dcp_stage_freed_own_s": 0.4})
     >>> freed["dcp_stage_Bps"] / 1e9, freed["dcp_stage_own_Bps"] / 1e9, "job_copy_Bps" in freed
     (2.0, 2.5, False)
+    >>> in_job_rates(None, {"dcp_stage_B": 1e9, "dcp_stage_s": 0.4, "dcp_stage_own_s": 0.3, "write_B": 1e9,
+    ...                     "write_s": 1.0, "dcp_writer_cpu_per_checkpoint_s": [0.3, 0.2, 0.9]})["dcp_writer_cpu_s"]
+    0.25
     """
     out = {}
     if own:
@@ -78,6 +82,9 @@ def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
     if dcp:
         way = "_freed" if dcp.get("dcp_stage_freed_s") else ""
         out.update(dcp_job_write_Bps=dcp["write_B"] / dcp["write_s"], **staging_rates(dcp, way))
+        if dcp.get("dcp_writer_cpu_per_checkpoint_s"):      # the last has no full interval after it
+            cpu = dcp["dcp_writer_cpu_per_checkpoint_s"]
+            out["dcp_writer_cpu_s"] = sum(cpu[:-1] or cpu) / len(cpu[:-1] or cpu)
     return out
 
 

@@ -45,7 +45,8 @@ CPU = "data/cpu_breakdown.json"          # where a checkpoint's cost goes: bench
 KEPT = Path(__file__).resolve().parents[3] / "benchmarks" / "records"
 ENGINES = (("concurrent", "concurrent"), ("dcp_async", "dcp-async"))   # (a point's key, the name in its figures)
 #: the terms the training jobs time of themselves (:func:`~mlsysim.lab.distributed.refine.in_job_rates`)
-JOB_RATES = ("job_copy_Bps", "job_copy_own_Bps", "job_write_Bps", "dcp_job_write_Bps", "job_fixed_durable_s")
+JOB_RATES = ("job_copy_Bps", "job_copy_own_Bps", "job_write_Bps", "dcp_job_write_Bps", "job_fixed_durable_s",
+             "dcp_writer_cpu_s")
 
 
 def recorded(record: str = RECORD) -> dict:

@@ -102,24 +102,22 @@ timings in the same run):
 ``share(n) = max(1, n / C)`` times its one-core time; while the N ranks train beside N background
 writers, n = 2N. Per-rank work done by all ranks at once is therefore ``share(N)`` times one rank's.
 
-**Which pages new memory gets.** NumPy asks the kernel for huge pages (``madvise``) for a large array,
-so f_N faults in 2 MB pages; PyTorch's CPU allocator does not, and with transparent huge pages on
-``madvise`` (as on the machine the lab was recorded on) a new tensor faults in 4 KB pages, 512 times
-as many faults. DCP stages its copy into tensors it allocates at every save: F_N, not f_N (f_N where
-F_N was not measured). On a CPU job it copies more than once: its stager (PyTorch 2.13) deep-copies each
-DTensor, its local data included, then allocates the staging tensor and copies into it. σ times that
-stager on the job's own state, at its size, every rank at once, and stands for F_N where measured
+**Which pages new memory gets.** NumPy asks the kernel for huge pages (``madvise``) for a large array, so f_N faults in
+2 MB pages; PyTorch's CPU allocator does not, and with transparent huge pages on ``madvise`` (as on the machine the lab
+was recorded on) a new tensor faults in 4 KB pages, 512 times as many faults. DCP stages its copy into tensors it
+allocates at every save: F_N, not f_N (f_N where F_N was not measured). On a CPU job it copies more than once: its
+stager (PyTorch 2.13) deep-copies each DTensor, its local data included, then allocates the staging tensor and copies
+into it. σ times that stager on the job's own state, at its size, every rank at once, and stands for F_N where measured
 (the restore job's ranks are processes, as the job's are; F_N is timed with threads of one process).
 
-**Which memory the host has taken back.** This machine is a virtual machine that reports free memory
-to its host (virtio-balloon free page reporting): Linux hands a free block of 2 MB or more back
-:data:`RECLAIM_DELAY_S` after it was freed (sooner where a report is already pending, as other frees
-make it: the model takes the delay whole, and near it a run can meet either), and the host must back
-it again before the guest uses it. The page cache takes such blocks for a file's pages. This package's
-writers keep at most 64 MiB of a file cached and reuse those pages (p); DCP's writer leaves its whole
-file cached, and the memory the deletion of its older checkpoint freed (once the newer one is durable)
-has gone back to the host once the training until the next checkpoint (``gap_s`` less the save's time
-from its return to durable) lasts longer than that delay: its write then runs at h, not p.
+**Which memory the host has taken back.** This machine is a virtual machine that reports free memory to its host
+(virtio-balloon free page reporting): Linux hands a free block of 2 MB or more back :data:`RECLAIM_DELAY_S` after it
+was freed (sooner where a report is already pending, as other frees make it: the model takes the delay whole, and near
+it a run can meet either), and the host must back it again before the guest uses it. The page cache takes such blocks
+for a file's pages. This package's writers keep at most 64 MiB of a file cached and reuse those pages (p); DCP's writer
+leaves its whole file cached, and the memory the deletion of its older checkpoint freed (once the newer one is durable)
+has gone back to the host once the training until the next checkpoint (``gap_s`` less the save's time from its return
+to durable) lasts longer than that delay: its write then runs at h, not p.
 
 The refined prediction, for a state of S bytes, R = S/N + E per rank (FSDP), t the CRC-32 inside
 ``torch.save`` (DCP's writer), and a = 1/f_N − 1/c_N per byte (the page faults of new memory). The
@@ -186,29 +184,27 @@ for S / W and S / r (a single reader or writer keeps W and r).
   CPU time follows the collectives' bytes, not the time a step lasts, and does not grow while the training is
   held up (in a checkpoint's cycle at a gigabyte, +0.07 s on 4 ranks and −0.02 s on 2 where g of a core per
   second would have added 0.33 and 0.18 s; ``benchmarks/records/lab_dist_cpu-2026-12-04.json``);
-* dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads; N R / σ
-  for N R / F_N here and below where σ was measured, and d_s and d_o less σ_s, the probe's own
-  staging: the job's is in N R / σ; in the stall N R / σ_0 where σ_0 was measured, the staging until
-  rank 0 alone is done, as the job times its stall: the slowest rank's, σ, holds up the global commit and
-  the next step's collective, so the time to durable and the overhead keep it);
-  durable = stall + R (1/t + 1/p) v + S / W + d_d (the fixed cost until durable: plans gathered
-  and scattered, metadata, the files' ``fsync``; d_b in its place where measured, beside the steps).
-  DCP's writer leaves its file in the page cache and calls ``fsync`` at its end: far below the
-  kernel's threshold for background writeback (a tenth of the memory, ``dirty_background_ratio``),
-  and long before the pages' 30 s expiry, its bytes go to the disk only then, after the CPU work, not
-  beside it. Overhead = N R / F_N + max(d_s, d_o) +
-  N R (1/t + 1/p) / C (d_o: what the save's fixed work, its background thread's included, takes from
-  the steps beside it); without :func:`~.probes.engine_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap
-  between checkpoints, less DCP's time from its call's return to durable (the older checkpoint is deleted
-  then, its staging dropped), is at least :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs
-  R (1/h − 1/p) more, in the durable time (times v) and in the overhead (N R (1/h − 1/p) / C; where u_h
-  stands for u, less what u_h holds of it, (u_h − u) S / N a rank: this package's writer keeps a window of
-  its file cached, so u_h re-backs that window, and DCP's file holds it whole. u_c holds none of it: the file
-  DCP leaves cached is memory the job holds beyond what it churns, so the host must back it again however the
-  training churns). Where u_f was measured, each rank's write into the page cache is u_f R whatever the gap
-  (timed at the job's own cadence, beside its churn: memory freed about the delay before may or may not be the
-  host's yet, and the timing meets what the job meets), in place of R / p + R (1/h − 1/p), and the overhead
-  takes t + u_f R a rank in place of the writer's u_c S / N;
+* dcp-async: stall = N R / F_N + d_s (DCP's fixed cost per call: state dict, plans, threads; N R / σ for N R / F_N here
+  and below where σ was measured, and d_s and d_o less σ_s, the probe's own staging: the job's is in N R / σ; in the
+  stall N R / σ_0 where σ_0 was measured, the staging until rank 0 alone is done, as the job times its stall: the
+  slowest rank's, σ, holds up the global commit and the next step's collective, so the time to durable and the overhead
+  keep it); durable = stall + R (1/t + 1/p) v + S / W + d_d (the fixed cost until durable: plans gathered and
+  scattered, metadata, the files' ``fsync``; d_b in its place where measured, beside the steps). DCP's writer leaves
+  its file in the page cache and calls ``fsync`` at its end: far below the kernel's threshold for background writeback
+  (a tenth of the memory, ``dirty_background_ratio``), and long before the pages' 30 s expiry, its bytes go to the disk
+  only then, after the CPU work, not beside it. Overhead = N R / F_N + max(d_s, d_o) + N R (1/t + 1/p) / C (d_o: what
+  the save's fixed work, its background thread's included, takes from the steps beside it); without
+  :func:`~.probes.engine_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap between checkpoints, less DCP's time from
+  its call's return to durable (the older checkpoint is deleted then, its staging dropped), is at least
+  :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs R (1/h − 1/p) more, in the durable time (times
+  v) and in the overhead (N R (1/h − 1/p) / C; where u_h stands for u, less what u_h holds of it, (u_h − u) S / N a
+  rank: this package's writer keeps a window of its file cached, so u_h re-backs that window, and DCP's file holds it
+  whole. u_c holds none of it: the file DCP leaves cached is memory the job holds beyond what it churns, so the host
+  must back it again however the training churns). Where u_f was measured, each rank's write into the page cache is u_f
+  R whatever the gap (timed at the job's own cadence, beside its churn: memory freed about the delay before may or may
+  not be the host's yet, and the timing meets what the job meets), in place of R / p + R (1/h − 1/p), and the overhead
+  takes t + u_f R a rank in place of the writer's u_c S / N; where the job timed its writer thread (w_d, the CPU
+  seconds a rank's writer took per checkpoint, :mod:`.in_job`), w_d stands for t + u_f R in both;
 * sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load; S / r_S,
   else S / r_N, for S / r; a, as f_N is timed, of memory the guest still holds: the restores are timed in
   warmed memory, the *Memory* of :mod:`~mlsysim.lab.distributed.restore`; R n_fsdp for share(N) R a where
@@ -229,15 +225,14 @@ for S / W and S / r (a single reader or writer keeps W and r).
   read back with its check and loaded: R (1/f + 1/k) share(N) + N R / c_N (N R / M_N for the read back where
   measured: every rank reads its shard back at once, and N at once cost more than their turns, :mod:`.tier_reads`);
 * storage recovery: the sharded restore;
-* downtime per node loss: e + T + recovery. The rendezvous' detection of the dead node
-  (``keep_alive_interval`` x ``keep_alive_max_attempt`` of :data:`~mlsysim.lab.distributed.launcher.RDZV_CONF`,
-  :data:`DETECT_S`) runs while the replacement agent and the new workers start, and is hidden in T. T is
-  the mean of two launches of the job (:func:`job_start_s`): its own first start, taken in the same run just
-  before its losses (a launch right after the uninterrupted run's processes ended touches memory freed a
-  moment before, as a restart touches what the loss freed; a launch apart may find freed memory the host has
-  taken back, whose first touch cost 27 times as much per byte here:
-  ``benchmarks/records/lab_reporting-2026-12-05.json``), and a launch of it apart just before: each is one
-  sample of a start that moves by seconds from launch to launch.
+* downtime per node loss: e + T + recovery. The rendezvous' detection of the dead node (``keep_alive_interval`` x
+  ``keep_alive_max_attempt`` of :data:`~mlsysim.lab.distributed.launcher.RDZV_CONF`, :data:`DETECT_S`) runs while the
+  replacement agent and the new workers start, and is hidden in T. T is the mean of two launches of the job
+  (:func:`job_start_s`): its own first start, taken in the same run just before its losses (a launch right after the
+  uninterrupted run's processes ended touches memory freed a moment before, as a restart touches what the loss freed; a
+  launch apart may find freed memory the host has taken back, whose first touch cost 27 times as much per byte here:
+  ``benchmarks/records/lab_reporting-2026-12-05.json``), and a launch of it apart just before: each is one sample of a
+  start that moves by seconds from launch to launch.
 
 >>> t = Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
 ...           crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
@@ -297,8 +292,8 @@ _RULES = (
     (("torch_fresh_Bps", "reclaimed_write_Bps", "bcast_state_Bps", "dcp_stage_Bps", "map_read_Bps", "shard_read_Bps",
       "dcp_stage_own_Bps", "parallel_map_read_Bps", "job_copy_Bps", "job_copy_own_Bps", "job_write_Bps",
       "dcp_job_write_Bps"), 0.0, False, "a measured rate > 0 B/s or None"),
-    (("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s", "dcp_stage_small_s", "job_fixed_durable_s"),
-     0.0, True, "a measured time >= 0 s or None"),
+    (("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s", "dcp_stage_small_s", "job_fixed_durable_s",
+      "dcp_writer_cpu_s"), 0.0, True, "a measured time >= 0 s or None"),
     (("dcp_overhead_s", "own_overhead_s"), -math.inf, False, "a measured time in seconds or None"),   # differences
     (("new_tensor_ddp_s_per_B", "new_tensor_fsdp_s_per_B"), -math.inf, False, "measured seconds per byte or None"),
     (("beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B", "gloo_share"), 0.0, True,
@@ -321,7 +316,8 @@ class Terms:
     is durable (:mod:`~mlsysim.lab.distributed.in_job`): c_N, until the last rank is done and until rank 0 is
     (``job_copy_Bps``, ``job_copy_own_Bps``), W_N of the ``concurrent`` job (``job_write_Bps``) and of DCP's
     (``dcp_job_write_Bps``), and o_b − o of the ``concurrent`` job, its saves beside the job's own steps
-    (``job_fixed_durable_s``, seconds); where given, they stand for the terms timed apart (None: not timed so)."""
+    (``job_fixed_durable_s``, seconds); where given, they stand for the terms timed apart (None: not timed so);
+    ``dcp_writer_cpu_s``: w_d, DCP's writer thread's CPU seconds per checkpoint in the job (rank 0's, the mean)."""
 
     cores: int
     world: int
@@ -378,6 +374,7 @@ class Terms:
     job_write_Bps: float | None = None
     dcp_job_write_Bps: float | None = None
     job_fixed_durable_s: float | None = None
+    dcp_writer_cpu_s: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -658,7 +655,10 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
     own = copied / t.dcp_stage_own_Bps if t.dcp_stage_Bps and t.dcp_stage_own_Bps else copy   # rank 0's alone
     terms["torch_crc_s"] = tc
     extra = from_training = tc - k               # torch.save's CRC-32 in place of this package's
-    if t.writer_cpu_cached_s_per_B is not None and "writer_cpu_s" in terms:   # u_f, timed at the job's cadence
+    if t.dcp_writer_cpu_s is not None and "writer_cpu_s" in terms:   # w_d, its writer thread's clock in the job
+        terms["dcp_writer_cpu_s"] = t.dcp_writer_cpu_s
+        extra, from_training = t.dcp_writer_cpu_s - k - p, t.dcp_writer_cpu_s - terms["writer_cpu_s"] / n
+    elif t.writer_cpu_cached_s_per_B is not None and "writer_cpu_s" in terms:   # u_f, timed at the job's cadence
         terms["cached_write_s"] = t.writer_cpu_cached_s_per_B * rank
         extra += terms["cached_write_s"] - p
         from_training = tc + terms["cached_write_s"] - terms["writer_cpu_s"] / n   # in place of this package's

@@ -52,15 +52,13 @@ s, "memory_s": x}``, ``{"checksums": s, "crc32": {key: crc}}`` (with ``--checksu
 tensor at each checkpoint and after loading), ``{"done": true, ...}`` and, with ``--probe-terms N``, ``{"job_terms":
 {...}}`` (:func:`mlsysim.lab.distributed.in_job.time_terms`, timed N times once the last checkpoint is durable).
 
-``--pause POINT@STEP:RANK[,...]`` — the i-th item applies to the i-th attempt of the job and
-stops rank RANK (SIGSTOP, under its engine's lock) at POINT of step STEP, printing
-``{"paused": POINT, "step": s, "rank": r, "pid": p, "node": n}``, so that the driver can
-SIGKILL it exactly there: ``step`` (after the backward pass, before the update), ``between``
-(after the step and its checkpoint call), ``snapshot`` and ``persist`` (inside the engine),
-``shard`` (the rank's shard is durable, the global commit not yet written), ``commit``
-(after the global commit, rank 0) and ``memory`` (the memory checkpoint is complete on every
-node); for a node only, ``stored`` (``memory``, and durable storage holds the global commit of
-the newest checkpoint up to this one that goes there). ``-`` skips an attempt.
+``--pause POINT@STEP:RANK[,...]`` — the i-th item applies to the i-th attempt of the job and stops rank RANK (SIGSTOP,
+under its engine's lock) at POINT of step STEP, printing ``{"paused": POINT, "step": s, "rank": r, "pid": p, "node":
+n}``, so that the driver can SIGKILL it exactly there: ``step`` (after the backward pass, before the update),
+``between`` (after the step and its checkpoint call), ``snapshot`` and ``persist`` (inside the engine), ``shard`` (the
+rank's shard is durable, the global commit not yet written), ``commit`` (after the global commit, rank 0) and
+``memory`` (the memory checkpoint is complete on every node); for a node only, ``stored`` (``memory``, and durable
+storage holds the global commit of the newest checkpoint up to this one that goes there). ``-`` skips an attempt.
 ``--node-pause NODE=POINT@STEP[,...]`` stops the first rank of node NODE there, whatever the attempt.
 Under :mod:`mlsysim.lab.distributed.launcher` (torchrun with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``)
 rank 0 hosts a new store for the workers in every round of the rendezvous (:func:`init`); the
@@ -752,7 +750,8 @@ def _finish(r: _Rank, engine, memory_tier: MemoryTier | None) -> None:
              memory_s=[m[1] for m in memory])
     if r.a.probe_terms:                            # the job's own terms, its checkpoints all durable
         from .in_job import time_terms
-        terms = time_terms(r.group, r.job, r.a.dir, r.own, r.a.probe_terms, steps=r.a.every)
+        terms = time_terms(r.group, r.job, r.a.dir, r.own, r.a.probe_terms, r.a.every,
+                           getattr(engine, "writer_cpu_s", None))      # DCP's writer: its CPU at each checkpoint
         if r.rank == 0:
             _say(job_terms=terms)
     r.stalls.clear()

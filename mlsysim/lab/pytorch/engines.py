@@ -131,6 +131,7 @@ class DcpEngine(Engine):
         self.process_group = process_group   # a job's own group for checkpoint collectives (None: the default)
         self.name = "dcp-async" if asynchronous else "dcp"
         self._future = None
+        self.writer_cpu_s = {}     # step: the CPU seconds of the thread that wrote this rank's files (its clock)
         for stale in self.directory.glob("dcp-*"):    # torn saves of a crashed run: never loadable
             if stale.is_dir() and not (stale / ".metadata").exists():
                 shutil.rmtree(stale, ignore_errors=True)
@@ -145,7 +146,9 @@ class DcpEngine(Engine):
                 return super().prepare_local_plan(plan)
 
             def write_data(self, plan, planner):
-                out = super().write_data(plan, planner)   # the data files, written and fsynced
+                cpu = time.thread_time()
+                out = super().write_data(plan, planner)   # the data files, written and fsynced, in this thread
+                engine.writer_cpu_s[step] = time.thread_time() - cpu
                 engine._call("persist", step)            # .metadata (the commit) is not written yet
                 return out
 
