@@ -82,9 +82,10 @@ def in_job_rates(own: dict | None, dcp: dict | None) -> dict:
     if dcp:
         way = "_freed" if dcp.get("dcp_stage_freed_s") else ""
         out.update(dcp_job_write_Bps=dcp["write_B"] / dcp["write_s"], **staging_rates(dcp, way))
-        if dcp.get("dcp_writer_cpu_per_checkpoint_s"):      # the last has no full interval after it
-            cpu = dcp["dcp_writer_cpu_per_checkpoint_s"]
-            out["dcp_writer_cpu_s"] = sum(cpu[:-1] or cpu) / len(cpu[:-1] or cpu)
+        cpu = dcp.get("dcp_writer_cpu_per_checkpoint_s")
+        if cpu:
+            covered = cpu[:-1] or cpu                       # the last has no full interval after it
+            out["dcp_writer_cpu_s"] = sum(covered) / len(covered)
     return out
 
 
