@@ -2,6 +2,7 @@
 
     python benchmarks/bench_lab_dist_cpu.py              # 2 and 4 ranks, about 15 minutes
     python benchmarks/bench_lab_dist_cpu.py --record     # store it with the package
+    python benchmarks/bench_lab_dist_cpu.py --checkpoints 13 --json F   # as many as bench_lab_dist.py takes at 1 GB
 
 For 2 and 4 ranks it runs the job of ``bench_lab_dist.py`` at its largest state (FSDP2 on gloo, a
 checkpoint to storage every 4 steps after 4 plain ones) with this package's ``concurrent`` engine and
@@ -29,13 +30,13 @@ from lab_report import record_head
 
 RECORD = Path(__file__).resolve().parent.parent / "mlsysim" / "lab" / "distributed" / "data" / "cpu_breakdown.json"
 SIZE_B, LAYERS = 1000e6, 2       # bench_lab_dist.py's largest point
-PLAIN, EVERY, STEPS = 4, 4, 24   # checkpoints at steps 8, 12, 16, 20, each with a full interval after it
+PLAIN, EVERY, CHECKPOINTS = 4, 4, 5   # checkpoints at steps 8, 12, 16, 20 (each with a full interval after it), 24
 KEPT = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(64 * 2 ** 30)}
 RUNS = [(2, "concurrent", "default"), (2, "dcp-async", "default"), (4, "concurrent", "default"),
         (4, "dcp-async", "default"), (2, "concurrent", "kept"), (2, "dcp-async", "kept")]
 
 
-def _job(world: int, engine: str, allocator: str, d_model: int) -> list:
+def _job(world: int, engine: str, allocator: str, d_model: int, steps: int) -> list:
     """Rank 0's step events of one job (in a temporary directory, removed afterwards)."""
     from mlsysim.lab.distributed.launcher import launch
     saved = {k: os.environ.get(k) for k in KEPT}
@@ -43,7 +44,7 @@ def _job(world: int, engine: str, allocator: str, d_model: int) -> list:
         os.environ.update(KEPT)                       # torchrun's workers inherit it
     base = Path(tempfile.mkdtemp(prefix="mlsysim-cpu-"))
     try:
-        out = launch(base, world, STEPS, every=EVERY, engine=engine, d_model=d_model, layers=LAYERS,
+        out = launch(base, world, steps, every=EVERY, engine=engine, d_model=d_model, layers=LAYERS,
                      plain_steps=PLAIN, timeout_s=900)
         return [e for e in out.events if "acct" in e]
     finally:
@@ -55,9 +56,9 @@ def _job(world: int, engine: str, allocator: str, d_model: int) -> list:
                 os.environ[k] = v
 
 
-def _run(world: int, engine: str, allocator: str, cfg) -> dict:
+def _run(world: int, engine: str, allocator: str, cfg, steps: int) -> dict:
     from mlsysim.lab.distributed.accounting import cycles, means
-    ev = sorted(_job(world, engine, allocator, cfg.d_model), key=lambda e: e["step"])
+    ev = sorted(_job(world, engine, allocator, cfg.d_model, steps), key=lambda e: e["step"])
     faults = [b["acct"]["threads"]["main"][2] - a["acct"]["threads"]["main"][2] for a, b in zip(ev, ev[1:])]
     c = cycles(ev, EVERY, PLAIN)
     return {"world_size": world, "engine": engine, "allocator": allocator, "state_B": cfg.state_B,
@@ -69,20 +70,25 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--json", help="also write the result to this file")
     p.add_argument("--record", action="store_true", help=f"store the result as {RECORD.name} in the package")
+    p.add_argument("--checkpoints", type=int, default=CHECKPOINTS,
+                   help=f"checkpoints per job, the last without a cycle after it (default {CHECKPOINTS})")
     a = p.parse_args(argv)
+    if a.checkpoints < 2:
+        p.error(f"--checkpoints must be at least 2 (a cycle after the first), got {a.checkpoints}")
+    steps = PLAIN + EVERY * a.checkpoints
     from mlsysim.lab.distributed.restore import config_for
     t0 = time.time()
-    cfg = config_for(SIZE_B, 32, LAYERS, STEPS)
+    cfg = config_for(SIZE_B, 32, LAYERS, steps)
     runs = []
     for world, engine, allocator in RUNS:
         print(f"  {world} ranks, {engine}, allocator {allocator} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
-        runs.append(_run(world, engine, allocator, cfg))
+        runs.append(_run(world, engine, allocator, cfg, steps))
         m = runs[-1]["mean"]
         print(f"    overhead {m['wall_s']:.2f} s; rank 0: main +{m['main_user_s'] + m['main_system_s']:.2f} s, "
               f"gloo +{m['gloo_user_s'] + m['gloo_system_s']:.2f} s, background "
               f"+{m['background_user_s'] + m['background_system_s'] + m['ended_s']:.2f} s; machine "
               f"+{m['machine_busy_s']:.2f} core-s, idle {m['machine_idle_s']:+.2f} s", flush=True)
-    d = {**record_head("mlsysim.lab.dist-cpu/1", "bench_lab_dist_cpu.py", argv, t0), "steps": STEPS, "every": EVERY,
+    d = {**record_head("mlsysim.lab.dist-cpu/1", "bench_lab_dist_cpu.py", argv, t0), "steps": steps, "every": EVERY,
          "plain_steps": PLAIN, "kept_allocator": KEPT, "runs": runs, "wall_s": time.time() - t0}
     for path in ([a.json] if a.json else []) + ([RECORD] if a.record else []):
         Path(path).write_text(json.dumps(d, indent=1) + "\n")

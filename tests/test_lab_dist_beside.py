@@ -67,13 +67,23 @@ def test_writers_after_the_gap_beside_a_churning_process(tmp_path):
     assert none["writers_cpu_churned_s"] is None and none["writers_cpu_cached_s"] is None
 
 
-def test_the_cached_writers_delete_the_file_before_once_theirs_is_durable(tmp_path):
+def test_the_cached_writers_keep_as_many_files_as_dcps_job(tmp_path):
     data = bytes(range(256)) * 4096                         # 1 MiB each
     writers = beside._cached_writers(tmp_path, data, 2)
-    assert writers() > 0 and sorted(p.name for p in tmp_path.iterdir()) == ["cached-0-0.bin", "cached-1-0.bin"]
-    writers()                                               # the second call's files, the first's deleted
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cached-0-1.bin", "cached-1-1.bin"]
+    names = lambda: sorted(p.name for p in tmp_path.iterdir())
+    assert beside.DCP_KEEP == 2
+    assert writers() > 0 and names() == ["cached-0-0.bin", "cached-1-0.bin"]
+    writers()                                               # two kept: nothing deleted yet
+    assert names() == ["cached-0-0.bin", "cached-0-1.bin", "cached-1-0.bin", "cached-1-1.bin"]
+    writers()                                               # the third call's files, the first's deleted
+    assert names() == ["cached-0-1.bin", "cached-0-2.bin", "cached-1-1.bin", "cached-1-2.bin"]
+    writers()                                               # the fourth reuses the first's name
+    assert names() == ["cached-0-0.bin", "cached-0-2.bin", "cached-1-0.bin", "cached-1-2.bin"]
     assert all(p.read_bytes() == data for p in tmp_path.iterdir())
+    one = beside._cached_writers(tmp_path / "one", data, 1, keep=1)
+    (tmp_path / "one").mkdir()
+    one(), one()
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["cached-0-1.bin"]
 
 
 def test_bad_churn_rates_are_refused(tmp_path):

@@ -10,9 +10,9 @@ much of what a writer takes again is still backed then depends on the churn and 
 checkpoints, so :func:`beside` times the writes once more beside processes that churn memory at the job's
 own rate (``churn_Bps``), each started a checkpoint's gap after the one before: u_c, which stands for u and
 u_h where it was measured. Then it times writers that leave their whole file cached and call ``fsync`` at
-its end, as DCP's does, each older file deleted once the newer one is durable, as a checkpoint's older one
-is, each write started a checkpoint's gap after the one before, as the job's come (u_f, without a CRC-32).
-Memory freed about :data:`RECLAIM_DELAY_S` before may or may not be the host's yet; timed at the job's own
+its end, as DCP's does, the oldest of the files kept deleted once a newer one is durable, as the job's oldest
+checkpoint is, each write started a checkpoint's gap after the one before, as the job's come (u_f, without a
+CRC-32). Memory freed about :data:`RECLAIM_DELAY_S` before may or may not be the host's yet; timed at the job's own
 cadence, the writes meet what the job's meet.
 """
 from __future__ import annotations
@@ -39,6 +39,9 @@ CHURN_BLOCK_B = 64 * 2 ** 20
 #: writes timed at a checkpoint's cadence (:func:`cadence_writes`): enough to span about this many seconds,
 #: at most this many (10 s and 12 in the kept runs up to ``lab_dist-2026-12-05k``)
 CADENCE_SPAN_S, CADENCE_MOST = 30.0, 40
+#: the checkpoints DCP's job keeps (the worker's ``--keep``): its engine deletes the oldest once a newer one is
+#: durable, so its first ``DCP_KEEP + 1`` checkpoints each take memory the machine did not hold before
+DCP_KEEP = 2
 
 
 def cadence_writes(period_s: float | None, least: int, checkpoints: int | None = None) -> int:
@@ -150,27 +153,24 @@ def beside(directory, size_B: float, world: int, reclaim_wait_s: float = RECLAIM
     after the same wait (or each started ``churn_period_s`` after the one before, the gap between the
     ``concurrent`` job's checkpoints, :func:`cadence_writes` times: the job's ``checkpoints`` where given),
     beside ``world`` processes that churn memory at that rate between them (:func:`churn`: the training's, as its
-    ranks' plain steps fault it in), then
-    beside ``world`` processes that each spin (pure Python, one core each) for three times that long (the
-    median of five). Returns
-    ``writers_alone_s`` (the best of the five alone), ``writers_cpu_s`` (their CPU time alone, user and
-    kernel, as ``getrusage`` accounts it to this process: the median of the five),
-    ``writers_cpu_reclaimed_s`` (the same of the writes after the wait, the median; None where
-    ``reclaimed`` is 0), ``writers_cpu_churned_s`` (the same beside the churning processes, the mean; None
-    without ``churn_Bps`` or where ``reclaimed`` is 0), ``writers_cpu_cached_s`` (the same of writers that
-    leave their whole files cached, ``fsync`` at the end, each file of the write before deleted after it,
-    :func:`_cached_writers`: :func:`cadence_writes` + 1 writes, the first, which frees none, not counted, or,
-    with ``checkpoints``, that many, each counted, as the DCP job's first checkpoint counts in its mean; each
-    started ``period_s`` after the one before, the job's gap between checkpoints, or ``reclaim_wait_s`` after the
-    one before ended where ``period_s`` is None; the mean; None where the churned ones are), each write's CPU
-    seconds of those two (``writers_cpu_churned_samples_s``, ``writers_cpu_cached_samples_s``), ``churn_Bps``,
+    ranks' plain steps fault it in), then beside ``world`` processes that each spin (pure Python, one core each)
+    for three times that long (the median of five). Returns ``writers_alone_s`` (the best of the five alone),
+    ``writers_cpu_s`` (their CPU time alone, user and kernel, as ``getrusage`` accounts it to this process: the
+    median of the five), ``writers_cpu_reclaimed_s`` (the same of the writes after the wait, the median; None where
+    ``reclaimed`` is 0), ``writers_cpu_churned_s`` (the same beside the churning processes, the mean; None without
+    ``churn_Bps`` or where ``reclaimed`` is 0), ``writers_cpu_cached_s`` (the same of writers that leave their whole
+    files cached, ``fsync`` at the end, each file of the write :data:`DCP_KEEP` writes before deleted after it,
+    :func:`_cached_writers`: :func:`cadence_writes` + 1 writes, the first not counted, or, with ``checkpoints``,
+    that many, each counted, as the DCP job's first checkpoint counts in its mean; each started ``period_s`` after
+    the one before, the job's gap between checkpoints, or ``reclaim_wait_s`` after the one before ended where
+    ``period_s`` is None; the mean; None where the churned ones are), each write's CPU seconds of those two
+    (``writers_cpu_churned_samples_s``, ``writers_cpu_cached_samples_s``), ``churn_Bps``,
     ``writers_beside_s`` (the writers' seconds with the spinners beside them), ``loss_s`` (how much longer
-    the slowest spinner took than alone), ``mean_loss_s`` (the same of the
-    spinners' mean: what each lost, on average), ``steal_s`` (the CPU time the host took from this
-    machine while the writers ran beside the spinners, less the same without the writers: the host's
-    work for the writes, a virtual disk's included; None where :func:`steal_s` is not reported) and
-    ``size_B``: what N ranks training and N writers on this machine's cores do to each other, the
-    kernel's and the host's work for the writes included."""
+    the slowest spinner took than alone), ``mean_loss_s`` (the same of the spinners' mean: what each lost, on
+    average), ``steal_s`` (the CPU time the host took from this machine while the writers ran beside the
+    spinners, less the same without the writers: the host's work for the writes, a virtual disk's included; None
+    where :func:`steal_s` is not reported) and ``size_B``: what N ranks training and N writers on this machine's
+    cores do to each other, the kernel's and the host's work for the writes included."""
     import multiprocessing
     from ..store import write_durable
     _check(world, reclaimed, reclaim_wait_s, churn_Bps, period_s=period_s, churn_period_s=churn_period_s)
@@ -273,16 +273,18 @@ def _beside_churn(writers, ctx, churn_Bps: float, reclaimed: int, wait_s: float,
                 proc.join()
 
 
-def _cached_writers(directory, data, world: int):
+def _cached_writers(directory, data, world: int, keep: int = DCP_KEEP):
     """A call that has ``world`` threads each write ``data`` into a new file left in the page cache, one
-    ``fsync`` at its end (DCP's writer, less its CRC-32), then deletes each thread's file of the call
-    before (a checkpoint's older one, deleted once the newer one is durable); returns the seconds of the
-    writes. The last call's files stay (``cached-*.bin`` in ``directory``)."""
+    ``fsync`` at its end (DCP's writer, less its CRC-32), then deletes each thread's file written ``keep`` calls
+    before (a checkpoint's oldest kept one, deleted once the newer one is durable: DCP's job keeps
+    :data:`DCP_KEEP`, so its first ``keep + 1`` calls grow the page cache, as the job's first checkpoints do; one
+    kept in the runs up to ``lab_dist-2026-12-07c``); returns the seconds of the writes. The last ``keep``
+    calls' files stay (``cached-*.bin`` in ``directory``)."""
     from ..floors import cache_write_once
     calls = []
 
     def one(i: int) -> None:
-        path = Path(directory) / f"cached-{i}-{len(calls) % 2}.bin"
+        path = Path(directory) / f"cached-{i}-{len(calls) % (keep + 1)}.bin"
         cache_write_once(path, data)
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -294,7 +296,7 @@ def _cached_writers(directory, data, world: int):
         seconds = together_s(one, world)
         calls.append(seconds)
         for i in range(world):
-            (Path(directory) / f"cached-{i}-{len(calls) % 2}.bin").unlink(missing_ok=True)
+            (Path(directory) / f"cached-{i}-{len(calls) % (keep + 1)}.bin").unlink(missing_ok=True)
         return seconds
     return writers
 

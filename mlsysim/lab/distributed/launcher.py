@@ -42,7 +42,8 @@ from pathlib import Path
 from ...errors import MlsysimError
 from . import shards, tiers
 from .checks import ENGINES, KILLS, MODES, check_kill, check_nodes, check_probe_terms, check_world  # noqa: F401
-from .terms import job_prediction, overhead_per_checkpoint
+from .predict import job_prediction
+from .terms import overhead_per_checkpoint
 
 KILL_POINTS = ("step", "snapshot", "persist", "shard")   # mid-step, mid-snapshot, mid-persist, before the global commit
 #: c10d rendezvous settings (``--rdzv-conf``): seconds, except the attempts.

@@ -12,7 +12,7 @@ checkpoints, the ranks' busy share (CPU seconds per second of a step) and the me
 
 The refined model covers the ``concurrent`` engine writing to durable storage and ``dcp-async``, on one
 node; the memory tiers, the other engines and the recoveries of a killed job are predicted by the first
-model only (:func:`~mlsysim.lab.distributed.terms.job_prediction`).
+model only (:func:`~mlsysim.lab.distributed.predict.job_prediction`).
 """
 from __future__ import annotations
 

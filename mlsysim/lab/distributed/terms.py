@@ -768,33 +768,3 @@ def start_s(launch, nproc: int, nodes: int = 1, d_model: int = 32, layers: int =
             best = min(best, (took, next((e["prepared_s"] for e in run.events if "prepared_s" in e), None)),
                        key=lambda x: x[0])
     return best
-
-
-def job_prediction(events, job: dict, directory) -> dict:
-    """:func:`mlsysim.lab.distributed.predict.predict_job` (the first prediction) for a job's state (12 B
-    per parameter, from its events) on this machine (measured in ``directory``); ``job``: the run's
-    ``world_size``, ``mode``, ``every`` (checkpoints every that many steps of the job's median step time),
-    ``engine``, and optionally ``nodes``, ``memory`` (the memory tiers) and ``kill``. With ``overhead_s``,
-    what the first model says a checkpoint costs the training: the engine's stall (the copy for one that
-    persists in the background, :data:`mlsysim.lab.pytorch.results.ASYNC`, else the copy and the write).
-    With the memory tiers, ``memory_stall_s`` (the copy; for ``sync`` the copy and the write into the tier,
-    a file in memory, at the copy rate) and ``memory_s`` (until the tiers hold it: the copy, the write into
-    the tier and, on two nodes, the shard sent to the peer over the link). With a node lost (``kill`` of
-    ``"node"``), ``recovery_s`` and ``recovery_storage_s``: the recovery from the peer's memory and from
-    durable storage (:func:`mlsysim.lab.distributed.predict.predict_recovery`)."""
-    from ..pytorch.results import ASYNC
-    from .predict import measure_dist_machine, predict_job, predict_recovery
-    params = next(e["params"] for e in events if "params" in e)
-    step_s = statistics.median([e["step_s"] for e in events if "loss" in e and e.get("step_s") is not None])
-    machine = measure_dist_machine(directory, size_B=16e6)
-    p = asdict(predict_job(12.0 * params, job["world_size"], job["mode"], machine, interval_s=job["every"] * step_s))
-    p["overhead_s"] = p["concurrent_stall_s"] if job["engine"] in ASYNC else p["sync_stall_s"]
-    nodes = job.get("nodes", 1)
-    if job.get("memory"):
-        copy, peer = p["copy_s"], p["rank_B"] / machine.link_Bps if nodes > 1 else 0.0
-        p["memory_stall_s"] = copy if job["engine"] in ASYNC else 2 * copy
-        p["memory_s"] = 2 * copy + peer
-    if job.get("kill") == "node":
-        rec = predict_recovery(12.0 * params, job["world_size"], nodes, machine)
-        p["recovery_s"], p["recovery_storage_s"] = rec.peer_memory_s, rec.storage_s
-    return p
