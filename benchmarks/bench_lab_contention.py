@@ -1,6 +1,7 @@
 """Does a writer beside the training slow the training's own computing? The distributed lab's job at a gigabyte.
 
     python benchmarks/bench_lab_contention.py --json out.json     # 2 and 4 ranks, about four minutes
+    python benchmarks/bench_lab_contention.py --writer dcp --json out.json   # DCP's way of writing beside
 
 A candidate term for the overhead per checkpoint that the refined model
 (:mod:`mlsysim.lab.distributed.terms`) leaves out: while a checkpoint's writer streams bytes through memory
@@ -10,10 +11,13 @@ its caches and memory bus shared. The kernel's count of the training thread's CP
 training thread's. Each rank of the job (FSDP2 on gloo, 2 layers, the width whose state comes closest
 to 1 GB; two steps trained first) trains ``STEPS`` steps alone, then ``STEPS`` beside a thread of its own
 that writes a buffer of its shard's size durably, over and over (:func:`mlsysim.lab.store.write_durable`,
-this package's writer), twice in turn. Recorded per world size: rank 0's training-thread CPU seconds
-and wall seconds of each step, the bytes its writer moved while the steps ran beside it, and their
-quotient, the training thread's extra CPU time per byte written (s/B). A measurement, not a test: it
-needs the torch extra.
+this package's writer; with ``--writer dcp`` DCP's way: each write a new file left whole in the page cache,
+``fsync`` at its end, the file written :data:`~mlsysim.lab.distributed.beside.DCP_KEEP` writes before deleted),
+twice in turn. Recorded per world size: rank 0's training-thread CPU seconds and wall seconds of each step, the
+bytes its writer moved while the steps ran beside it, and their quotient, the training thread's extra CPU time per
+byte written (s/B); and the same of all the rank's threads but the writer (the training thread and gloo's, which
+move the collectives' bytes through the kernel: the process's CPU time less the writer thread's), with the
+writer's own CPU time per byte. A measurement, not a test: it needs the torch extra.
 """
 from __future__ import annotations
 
@@ -31,14 +35,25 @@ WORLDS = (2, 4)
 TIMEOUT_S = 600
 
 
-def _worker(directory: str, out: str) -> None:
+def _writer(directory: str, rank: int, data, kind: str):
+    """One durable write of ``data`` a call: this package's (``own``) or DCP's way (``dcp``)."""
+    from mlsysim.lab.distributed.beside import _cached_writers
+    from mlsysim.lab.store import write_durable
+    if kind == "own":
+        path = Path(directory) / f"writer-{rank}.bin"
+        return lambda: write_durable(path, [data])
+    own_dir = Path(directory) / f"rank-{rank}"
+    own_dir.mkdir(exist_ok=True)
+    return _cached_writers(own_dir, data, 1)
+
+
+def _worker(directory: str, out: str, kind: str = "own") -> None:
     """One rank (under torchrun): the steps alone and beside its writer, rank 0 writing the result."""
     import numpy as np
     import torch.distributed as dist
     from mlsysim.lab.distributed.probes import local_B
     from mlsysim.lab.distributed.restore import config_for
     from mlsysim.lab.distributed.worker import Job
-    from mlsysim.lab.store import write_durable
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     cfg = config_for(SIZE_B, 32, LAYERS, 2 + 2 * REPEATS * STEPS)
@@ -47,7 +62,7 @@ def _worker(directory: str, out: str) -> None:
     job.step()
     shard_B = sum(local_B(t) for t in job.tensors().values())
     data = np.full(shard_B, 7, dtype=np.uint8)
-    path = Path(directory) / f"writer-{rank}.bin"
+    write_one = _writer(directory, rank, data, kind)
 
     def steps() -> list:
         out = []
@@ -57,23 +72,30 @@ def _worker(directory: str, out: str) -> None:
             out.append((time.thread_time() - c, time.perf_counter() - t))
         return out
 
-    alone, beside, moved = [], [], 0
+    alone, beside, moved, threads, writer_cpu = [], [], 0, {"alone": 0.0, "beside": 0.0}, 0.0
     for _ in range(REPEATS):
         dist.barrier()
+        c0 = time.process_time()
         alone += steps()
-        stop, count = threading.Event(), [0]
+        threads["alone"] += time.process_time() - c0
+        stop, count, cpu = threading.Event(), [0], [0.0]
 
         def write() -> None:
+            t0 = time.thread_time()
             while not stop.is_set():
-                write_durable(path, [data])
+                write_one()
                 count[0] += 1
+            cpu[0] = time.thread_time() - t0
         writer = threading.Thread(target=write, name="contention-writer")
         dist.barrier()
+        c0 = time.process_time()
         writer.start()
         beside += steps()
         stop.set()
         writer.join()
+        threads["beside"] += time.process_time() - c0 - cpu[0]     # the writer's last write ran past the steps
         moved += count[0] * shard_B
+        writer_cpu += cpu[0]
     if rank == 0:
         extra = (statistics.mean(c for c, _ in beside) - statistics.mean(c for c, _ in alone)) * len(beside)
         Path(out).write_text(json.dumps({
@@ -81,19 +103,24 @@ def _worker(directory: str, out: str) -> None:
             "alone_cpu_s": [c for c, _ in alone], "alone_wall_s": [w for _, w in alone],
             "beside_cpu_s": [c for c, _ in beside], "beside_wall_s": [w for _, w in beside],
             "moved_B": moved, "extra_cpu_s": extra, "extra_cpu_s_per_B": extra / moved,
-            "per_checkpoint_s": extra / moved * shard_B}, indent=1))
+            "per_checkpoint_s": extra / moved * shard_B, "writer": kind,
+            "threads_alone_cpu_s": threads["alone"], "threads_beside_cpu_s": threads["beside"],
+            "threads_extra_cpu_s_per_B": (threads["beside"] - threads["alone"]) / moved,
+            "writer_cpu_s_per_B": writer_cpu / moved}, indent=1))
     dist.destroy_process_group()
 
 
-def _run(world: int) -> dict:
+def _run(world: int, kind: str) -> dict:
     """One torchrun job of ``world`` ranks (:func:`lab_report.run_worker_job`)."""
-    return run_worker_job(__file__, world, timeout_s=TIMEOUT_S, prefix="mlsysim-contention-")
+    return run_worker_job(__file__, world, (kind,), timeout_s=TIMEOUT_S, prefix="mlsysim-contention-")
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--json", help="write the result to this file")
-    p.add_argument("--worker", nargs=2, metavar=("DIR", "OUT"), help=argparse.SUPPRESS)
+    p.add_argument("--writer", choices=("own", "dcp"), default="own",
+                   help="this package's durable writer (default) or DCP's way: each file cached whole, fsync at its end")
+    p.add_argument("--worker", nargs=3, metavar=("DIR", "OUT", "WRITER"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
         _worker(*a.worker)
@@ -101,13 +128,16 @@ def main(argv=None) -> int:
     t0 = time.time()
     runs = []
     for world in WORLDS:
-        r = _run(world)
+        r = _run(world, a.writer)
         runs.append(r)
         print(f"{world} ranks: training thread {statistics.mean(r['alone_cpu_s']):.3f} s of CPU per step alone, "
               f"{statistics.mean(r['beside_cpu_s']):.3f} s beside its writer ({r['moved_B'] / 1e9:.1f} GB written); "
               f"{r['extra_cpu_s_per_B'] * 1e9:.3f} ns per byte, {r['per_checkpoint_s']:.3f} s per checkpoint "
-              f"of its {r['shard_B'] / 1e6:.0f} MB shard", flush=True)
-    d = {**record_head("mlsysim.lab.dist-contention/1", "bench_lab_contention.py", argv, t0), "steps": STEPS,
+              f"of its {r['shard_B'] / 1e6:.0f} MB shard; all its threads but the writer "
+              f"{r['threads_extra_cpu_s_per_B'] * 1e9:.3f} ns per byte, the writer {r['writer_cpu_s_per_B'] * 1e9:.3f}",
+              flush=True)
+    d = {**record_head("mlsysim.lab.dist-contention/1", "bench_lab_contention.py", argv, t0), "writer": a.writer,
+         "steps": STEPS,
          "repeats": REPEATS, "runs": runs, "wall_s": time.time() - t0}
     return finish([], d, [a.json] if a.json else [])
 

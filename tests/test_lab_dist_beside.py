@@ -2,6 +2,7 @@
 (its page faults counted by the kernel), the writers' CPU time beside it, the refined model's use of it
 with worked numbers, and bad input."""
 import dataclasses
+import inspect
 import math
 import mmap
 import multiprocessing
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from mlsysim.errors import MlsysimError
-from mlsysim.lab.distributed import accounting, beside, terms
+from mlsysim.lab.distributed import accounting, beside, launcher, terms
 
 T = terms.Terms(cores=2, world=2, copy_Bps=10e9, parallel_copy_Bps=10e9, parallel_fresh_Bps=5e9, fresh_copy_Bps=5e9,
                 crc_Bps=20e9, cache_write_Bps=4e9, write_Bps=1e9, read_cold_Bps=2e9, bcast_Bps=1e9, pair_Bps=1e9)
@@ -71,7 +72,7 @@ def test_the_cached_writers_keep_as_many_files_as_dcps_job(tmp_path):
     data = bytes(range(256)) * 4096                         # 1 MiB each
     writers = beside._cached_writers(tmp_path, data, 2)
     names = lambda: sorted(p.name for p in tmp_path.iterdir())
-    assert beside.DCP_KEEP == 2
+    assert beside.DCP_KEEP == 2 == inspect.signature(launcher.launch).parameters["keep"].default   # the job's keep
     assert writers() > 0 and names() == ["cached-0-0.bin", "cached-1-0.bin"]
     writers()                                               # two kept: nothing deleted yet
     assert names() == ["cached-0-0.bin", "cached-0-1.bin", "cached-1-0.bin", "cached-1-1.bin"]

@@ -39,8 +39,9 @@ CHURN_BLOCK_B = 64 * 2 ** 20
 #: writes timed at a checkpoint's cadence (:func:`cadence_writes`): enough to span about this many seconds,
 #: at most this many (10 s and 12 in the kept runs up to ``lab_dist-2026-12-05k``)
 CADENCE_SPAN_S, CADENCE_MOST = 30.0, 40
-#: the checkpoints DCP's job keeps (the worker's ``--keep``): its engine deletes the oldest once a newer one is
-#: durable, so its first ``DCP_KEEP + 1`` checkpoints each take memory the machine did not hold before
+#: the checkpoints the lab's job keeps (``launcher.launch``'s and the worker's default ``keep``): DCP's engine
+#: deletes the oldest once a newer one is durable, so its first ``DCP_KEEP + 1`` checkpoints take memory the
+#: machine did not hold
 DCP_KEEP = 2
 
 

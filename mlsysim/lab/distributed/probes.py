@@ -130,9 +130,9 @@ def fixed_overhead_s(job, group, save, wait, steps: int, repeats: int, first_ste
 def gloo_probe(group, size_B: float, repeats: int = 5) -> dict:
     """In a running gloo job (every rank calls it): the best of ``repeats`` timings of rank 0's
     broadcast of ``size_B`` bytes to all, and of N/2 pairs (rank r to rank r + N/2) each sending
-    ``size_B`` at once (the best of two in the runs up to ``lab_dist-2026-12-07c``, whose pairs on 2 ranks came
-    to 2.9 and 1.4 GB/s in its last two), and the best of 5 ``all_gather_object`` of a small object. Returns ``bcast_Bps``
-    (bytes / seconds, the N − 1 copies inside), ``pair_Bps`` (one pair's bytes / seconds) and
+    ``size_B`` at once (the best of two in the runs up to ``lab_dist-2026-12-07c``; the pairs on 2 ranks came to
+    2.9 GB/s in ``-07b`` and 1.4 in ``-07c``), and the best of 5 ``all_gather_object`` of a small object. Returns
+    ``bcast_Bps`` (bytes / seconds, the N − 1 copies inside), ``pair_Bps`` (one pair's bytes / seconds) and
     ``latency_s`` (one small object collective)."""
     import torch
     import torch.distributed as dist
