@@ -274,6 +274,18 @@ def _beside_churn(writers, ctx, churn_Bps: float, reclaimed: int, wait_s: float,
                 proc.join()
 
 
+def cached_write(path, data) -> None:
+    """Write ``data`` into a new file at ``path`` as DCP's writer does: left whole in the page cache, one ``fsync``
+    at its end (no CRC-32)."""
+    from ..floors import cache_write_once
+    cache_write_once(path, data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _cached_writers(directory, data, world: int, keep: int = DCP_KEEP):
     """A call that has ``world`` threads each write ``data`` into a new file left in the page cache, one
     ``fsync`` at its end (DCP's writer, less its CRC-32), then deletes each thread's file written ``keep`` calls
@@ -281,17 +293,10 @@ def _cached_writers(directory, data, world: int, keep: int = DCP_KEEP):
     :data:`DCP_KEEP`, so its first ``keep + 1`` calls grow the page cache, as the job's first checkpoints do; one
     kept in the runs up to ``lab_dist-2026-12-07c``); returns the seconds of the writes. The last ``keep``
     calls' files stay (``cached-*.bin`` in ``directory``)."""
-    from ..floors import cache_write_once
     calls = []
 
     def one(i: int) -> None:
-        path = Path(directory) / f"cached-{i}-{len(calls) % (keep + 1)}.bin"
-        cache_write_once(path, data)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        cached_write(Path(directory) / f"cached-{i}-{len(calls) % (keep + 1)}.bin", data)
 
     def writers() -> float:
         seconds = together_s(one, world)
