@@ -38,19 +38,13 @@ TIMEOUT_S = 600
 def _writer(directory: str, rank: int, data, kind: str):
     """One durable write of ``data`` a call, in the calling thread: this package's (``own``) or DCP's way (``dcp``:
     a new file left whole in the page cache, ``fsync`` at its end, then the file written ``DCP_KEEP`` calls before
-    deleted, as :func:`mlsysim.lab.distributed.beside._cached_writers` writes)."""
-    from mlsysim.lab.distributed.beside import DCP_KEEP, cached_write
+    deleted: :func:`mlsysim.lab.distributed.beside.kept_series`)."""
+    from mlsysim.lab.distributed.beside import kept_series
     from mlsysim.lab.store import write_durable
     if kind == "own":
         path = Path(directory) / f"writer-{rank}.bin"
         return lambda: write_durable(path, [data])
-    calls = [0]
-
-    def dcp_way() -> None:
-        cached_write(Path(directory) / f"cached-{rank}-{calls[0] % (DCP_KEEP + 1)}.bin", data)
-        calls[0] += 1
-        (Path(directory) / f"cached-{rank}-{calls[0] % (DCP_KEEP + 1)}.bin").unlink(missing_ok=True)
-    return dcp_way
+    return kept_series(directory, data, str(rank))
 
 
 def _worker(directory: str, out: str, kind: str = "own") -> None:

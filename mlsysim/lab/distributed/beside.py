@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import MlsysimError, check_integer
+from .checks import KEEP
 
 #: seconds after which Linux reports a free block to the host (``PAGE_REPORTING_DELAY``, 2 s in
 #: mm/page_reporting.c); blocks of 2 MB and more (``pageblock_order``) are reported
@@ -39,10 +40,9 @@ CHURN_BLOCK_B = 64 * 2 ** 20
 #: writes timed at a checkpoint's cadence (:func:`cadence_writes`): enough to span about this many seconds,
 #: at most this many (10 s and 12 in the kept runs up to ``lab_dist-2026-12-05k``)
 CADENCE_SPAN_S, CADENCE_MOST = 30.0, 40
-#: the checkpoints the lab's job keeps (``launcher.launch``'s and the worker's default ``keep``): DCP's engine
-#: deletes the oldest once a newer one is durable, so its first ``DCP_KEEP + 1`` checkpoints take memory the
-#: machine did not hold
-DCP_KEEP = 2
+#: the checkpoints the lab's job keeps (:data:`.checks.KEEP`): DCP's engine deletes the oldest once a newer one is
+#: durable, so its first ``DCP_KEEP + 1`` checkpoints take memory the machine did not hold
+DCP_KEEP = KEEP
 
 
 def cadence_writes(period_s: float | None, least: int, checkpoints: int | None = None) -> int:
@@ -286,6 +286,19 @@ def cached_write(path, data) -> None:
         os.close(fd)
 
 
+def kept_series(directory, data, name: str, keep: int = DCP_KEEP):
+    """A call that writes ``data`` into the next file of a series (``cached-{name}-{k}.bin`` in ``directory``) as
+    DCP's writer does (:func:`cached_write`), in the calling thread, then deletes the file written ``keep`` calls
+    before: the last ``keep`` stay, as a job's last ``keep`` checkpoints do."""
+    calls = [0]
+
+    def write() -> None:
+        cached_write(Path(directory) / f"cached-{name}-{calls[0] % (keep + 1)}.bin", data)
+        calls[0] += 1
+        (Path(directory) / f"cached-{name}-{calls[0] % (keep + 1)}.bin").unlink(missing_ok=True)
+    return write
+
+
 def _cached_writers(directory, data, world: int, keep: int = DCP_KEEP):
     """A call that has ``world`` threads each write ``data`` into a new file left in the page cache, one
     ``fsync`` at its end (DCP's writer, less its CRC-32), then deletes each thread's file written ``keep`` calls
@@ -293,18 +306,8 @@ def _cached_writers(directory, data, world: int, keep: int = DCP_KEEP):
     :data:`DCP_KEEP`, so its first ``keep + 1`` calls grow the page cache, as the job's first checkpoints do; one
     kept in the runs up to ``lab_dist-2026-12-07c``); returns the seconds of the writes. The last ``keep``
     calls' files stay (``cached-*.bin`` in ``directory``)."""
-    calls = []
-
-    def one(i: int) -> None:
-        cached_write(Path(directory) / f"cached-{i}-{len(calls) % (keep + 1)}.bin", data)
-
-    def writers() -> float:
-        seconds = together_s(one, world)
-        calls.append(seconds)
-        for i in range(world):
-            (Path(directory) / f"cached-{i}-{len(calls) % (keep + 1)}.bin").unlink(missing_ok=True)
-        return seconds
-    return writers
+    series = [kept_series(directory, data, str(i), keep) for i in range(world)]
+    return lambda: together_s(lambda i: series[i](), world)
 
 
 def _after_wait(writers, times: int, wait_s: float, period_s: float | None = None) -> list:

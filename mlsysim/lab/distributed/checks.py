@@ -6,6 +6,8 @@ from ...errors import MlsysimError
 
 ENGINES = ("sync", "concurrent", "dcp", "dcp-async")
 MODES, KILLS = ("fsdp", "ddp"), ("rank", "random", "node")
+#: the checkpoints a job keeps unless told otherwise (``launcher.launch``'s and the worker's ``keep``)
+KEEP = 2
 
 
 def check_world(nproc: int, batch: int = 8) -> None:

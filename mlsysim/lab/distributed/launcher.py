@@ -41,8 +41,7 @@ from pathlib import Path
 
 from ...errors import MlsysimError
 from . import shards, tiers
-from .checks import ENGINES, KILLS, MODES, check_kill, check_nodes, check_probe_terms, check_world  # noqa: F401
-from .beside import DCP_KEEP
+from .checks import ENGINES, KEEP, KILLS, MODES, check_kill, check_nodes, check_probe_terms, check_world  # noqa: F401
 from .predict import job_prediction
 from .terms import overhead_per_checkpoint
 
@@ -404,7 +403,7 @@ class _Job:
 
 def launch(directory, nproc: int, steps: int, every: int = 2, engine: str = "sync", mode: str = "fsdp",
            pause: list | None = None, random_kills: int = 0, stop_after: int | None = None,
-           checksums: bool = False, keep: int = DCP_KEEP, timeout_s: float = 180.0, seed: int = 0, *, nodes: int = 1,
+           checksums: bool = False, keep: int = KEEP, timeout_s: float = 180.0, seed: int = 0, *, nodes: int = 1,
            node_losses=(), replace: bool = True, memory: bool = False, memory_root=None, persist_every: int = 1,
            d_model: int = 32, layers: int = 2, plain_steps: int = 0, probe_terms: int = 0) -> Attempt:
     """One job of ``nodes`` torchrun agents with ``nproc`` ranks each, restarted up to once per planned kill.

@@ -84,7 +84,7 @@ import torch.nn.functional as F
 from .. import store
 from ..checksum import crc32
 from . import accounting, shards, tiers
-from .beside import DCP_KEEP
+from .checks import KEEP
 from ..engines import make_engine
 from ..runner import _say, stop_here
 from ..pytorch.train import (ResumableSampler, TinyDecoder, TorchConfig, Windows, _Schedule, deterministic,
@@ -771,7 +771,7 @@ def main(argv=None) -> int:
     p.add_argument("--plain-steps", type=int, default=0, help="train this many steps before the first checkpoint")
     p.add_argument("--persist-every", type=int, default=1, help="every k-th checkpoint also goes to durable storage")
     p.add_argument("--memory-root", default=None, help="the run's memory tiers (one directory per node)")
-    p.add_argument("--keep", type=int, default=DCP_KEEP)
+    p.add_argument("--keep", type=int, default=KEEP)
     p.add_argument("--batch", type=int, default=8, help="global batch (windows per step, split over the ranks)")
     p.add_argument("--d-model", type=int, default=32)
     p.add_argument("--layers", type=int, default=2)
