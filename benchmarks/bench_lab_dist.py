@@ -78,6 +78,7 @@ CHECKPOINTS = ((500e6, 41), (math.inf, 13))   # per run, by state size: (below t
 JOB_TIMEOUT_S = 900          # a job's limit: 56 steps of the slowest point (4 ranks, 1 GB) take about 250 s
 RESTORES = 5                 # each restore scheme timed five times in one job: the median
 NODE_LOSS_STEPS, NODE_LOSS_EVERY = 6, 2   # the two-node run that loses a node: three checkpoints
+PEER_PROBES = 3   # the uninterrupted two-node job times the recovery's transfer this many times at its end
 NODE_LOSS_TRIALS = 3         # each node loss (and its launch apart) this many times: a recovery and a downtime are
                              # their mean, with its standard error; the kept runs up to 2026-12-06j timed each once,
                              # and a downtime's ratio to the model moved by 27 % over them on 2 nodes x 2
@@ -168,7 +169,7 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
 
 
 def _node_loss(nproc: int, size_B: float, layers: int, t, say, trials: int = NODE_LOSS_TRIALS) -> dict:
-    from mlsysim.lab.distributed import predict, refine, terms
+    from mlsysim.lab.distributed import predict, refine, results, terms
     from mlsysim.lab.distributed.restore import config_for
     from mlsysim.lab.distributed.launcher import launch, run_distributed
     cfg = config_for(size_B, 32, layers, NODE_LOSS_STEPS)
@@ -180,7 +181,8 @@ def _node_loss(nproc: int, size_B: float, layers: int, t, say, trials: int = NOD
         say(f"{tag}: a node lost ({i + 1} of {trials})")
         r, attempt = _twice(lambda: run_distributed(nproc=nproc // 2, nodes=2, kill="node", engine="concurrent",
                                                     steps=NODE_LOSS_STEPS, every=NODE_LOSS_EVERY,
-                                                    d_model=cfg.d_model, layers=layers), say)
+                                                    d_model=cfg.d_model, layers=layers, probe_terms=PEER_PROBES), say)
+        jt = r.job_terms or {}
         each.append({"sources": list(r.sources), "recovered_from": r.recovered_from, "recovery_s": r.recovery_s,
                      "recovery_storage_s": r.recovery_storage_s, "resumed_exactly": r.resumed_exactly,
                      "storage_bytes_read_per_rank": list(r.storage_bytes_read_per_rank),
@@ -188,12 +190,14 @@ def _node_loss(nproc: int, size_B: float, layers: int, t, say, trials: int = NOD
                      "recovery_storage_phases_s": r.recovery_storage_phases_s, "downtime_s": list(r.downtime_s),
                      "start_s": r.start_s, "teardown_s": list(r.teardown_s), "start_apart_s": apart,
                      "prepares_s": list(r.prepares_s), "start_apart_prepare_s": apart_prep,
-                     "attempts": attempt})
+                     "attempts": attempt, "peer_transfer_s": jt.get("peer_transfer_s"),
+                     "peer_transfer_each_s": jt.get("peer_transfer_each_s"), "peer_transfer_B": jt.get("peer_transfer_B")})
     naive = predict.predict_recovery(cfg.state_B, nproc, 2, predict.dist_machine(
         t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B)))
     mean = {k: _mean(each, k) for k in ("recovery_s", "recovery_storage_s", "downtime_s", "start_s", "teardown_s",
                                         "start_apart_s")}
     start = None if mean["start_s"] is None else terms.job_start_s(mean["start_s"], mean["start_apart_s"])
+    t = dataclasses.replace(t, job_peer_transfer_s_per_B=results.peer_transfer_s_per_B(each))
     refined = terms.refined_recovery(dataclasses.replace(t, start_s=start), cfg.state_B,
                                      tuple(mean["teardown_s"] or (0.0, 0.0)))
     return {**each[0], **mean, "world_size": nproc, "nodes": 2, "state_B": cfg.state_B,

@@ -7,6 +7,7 @@ placement and recovery plans without processes (hypothesis), and bad input. Noth
 process and no memory tier is left behind."""
 import json
 import os
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ def _strays(directory) -> list:
 def lost(tmp_path_factory):
     d = tmp_path_factory.mktemp("node-loss")
     return d, run_distributed(nproc=1, nodes=2, kill="node", engine="concurrent", steps=STEPS, every=EVERY,
-                              directory=d)
+                              directory=d, probe_terms=2)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +76,13 @@ def test_a_lost_node_comes_back_from_peer_memory_then_from_storage(lost):
     # the engine's preparation of its buffers at the start and after each loss, inside each start and downtime
     assert len(r.prepares_s) == 3 and r.prepares_s[0] < r.start_s
     assert all(0 < p < t for p, t in zip(r.prepares_s[1:], r.downtime_s))
+    # the uninterrupted job timed the recovery's transfer at its end: the lost node's shard, sent twice from the
+    # survivor's replica; its newest checkpoint's, whose extras (the sampler's state) may take a few bytes more or
+    # less than the one the replacement received
+    t = r.job_terms
+    assert abs(t["peer_transfer_B"] - r.peer_bytes_per_rank[1]) < 4096 and len(t["peer_transfer_each_s"]) == 2, \
+        (t["peer_transfer_B"], r.peer_bytes_per_rank)
+    assert 0 < t["peer_transfer_s"] == statistics.median(t["peer_transfer_each_s"]) < 30
     record = json.loads(json.dumps(r.to_dict()))
     assert record["world_size"] == 2 and record["storage_bytes_read_per_rank"] == [0, 0]
     assert {"nodes", "recovered_from", "recovery_s", "recovery_storage_s"} <= set(record)

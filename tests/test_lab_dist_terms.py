@@ -156,12 +156,22 @@ def test_the_restores_and_recoveries_worked_numbers():
     # both ranks' read back timed at once, 4 GB/s in all, in place of one's mapped read shared: 2 x 0.5 / 4 = 0.25 s
     both = terms.refined_recovery(dataclasses.replace(T, map_read_Bps=10e9, parallel_map_read_Bps=4e9), 1e9)
     assert round(both["peer_memory_s"], 3) == round(0.5 + 0.15 + 0.25 + 0.1, 3)
+    # the transfer as the job timed it, 0.6 ns a byte of the lost node's shards, in place of gloo's pair and the two
+    # sides' work (0.5 + 0.15 s): 2 ranks on 2 nodes lose one, 0.5 GB x 0.6 ns = 0.3 s; on 4 ranks the lost node
+    # holds two shards of 0.25 GB, the same 0.3 s; pair_Bps is not needed then
+    x = dataclasses.replace(T, job_peer_transfer_s_per_B=0.6e-9, pair_Bps=None)
+    assert round(terms.refined_recovery(x, 1e9)["peer_memory_s"], 3) == round(0.3 + 0.125 + 0.1, 3)
+    four = terms.refined_recovery(dataclasses.replace(x, world=4), 1e9)["peer_memory_s"]
+    plain4 = terms.refined_recovery(dataclasses.replace(T, world=4), 1e9)["peer_memory_s"]
+    send4 = 0.25 + 2 * 0.25 * 0.3     # the old transfer on 4: 0.25 GB over the pair + the slower side, shared
+    assert round(four - 0.3, 3) == round(plain4 - send4, 3)     # the read back and load as before
 
 
 @pytest.mark.parametrize("call, match", [
     (lambda: terms.refined_restore(dataclasses.replace(T, bcast_Bps=None), "broadcast", 1e9), "bcast_Bps"),
     (lambda: terms.refined_restore(T, "mirrored", 1e9), "scheme must be one of"),
     (lambda: terms.refined_recovery(dataclasses.replace(T, pair_Bps=None), 1e9), "pair_Bps"),
+    (lambda: dataclasses.replace(T, job_peer_transfer_s_per_B=0.0), "job_peer_transfer_s_per_B must be measured"),
     (lambda: terms.refined_job(T, -1.0), "size_B"),
     (lambda: terms.refined_job(T, 1e9, "zero"), "mode must be"),
     (lambda: dataclasses.replace(T, crc_Bps=float("nan")), "crc_Bps must be a measured rate"),

@@ -199,6 +199,20 @@ def targets(d: dict) -> list[tuple[str, bool, str]]:
     return out
 
 
+def peer_transfer_s_per_B(trials: list) -> float | None:
+    """X of a node loss's ``trials`` (each a recorded trial): the mean of the recovery's transfer as each trial's
+    job timed it (``peer_transfer_s`` over ``peer_transfer_B``, :func:`~mlsysim.lab.distributed.peer.probe_transfer`),
+    seconds per byte; None where no trial timed it (the runs up to ``lab_dist-2026-12-07c``).
+
+    >>> x = peer_transfer_s_per_B([{"peer_transfer_s": 0.3, "peer_transfer_B": 5e8}, {"peer_transfer_s": 0.4,
+    ...                             "peer_transfer_B": 5e8}, {"recovery_s": 0.5}])
+    >>> round(x * 1e9, 6)        # ns per byte: the mean of 0.6 and 0.8
+    0.7
+    """
+    timed = [tr["peer_transfer_s"] / tr["peer_transfer_B"] for tr in trials if tr.get("peer_transfer_s")]
+    return statistics.mean(timed) if timed else None
+
+
 def remodel(d: dict) -> dict:
     """``d`` (a recorded run, schema 2) with every refined prediction and each point's ``terms_s`` computed
     again by the module ``mlsysim.lab.distributed.terms`` from the terms the run measured (each point's, the
@@ -226,7 +240,8 @@ def remodel(d: dict) -> dict:
         if n.get("predicted", {}).get("refined"):
             start = job_start_s(n["start_s"], n.get("start_apart_s"))
             kept = measured.get((n["world_size"], n["state_B"]))
-            t = dataclasses.replace(Terms(**n["terms"]) if kept is None else kept, start_s=start)
+            t = dataclasses.replace(Terms(**n["terms"]) if kept is None else kept, start_s=start,
+                                    job_peer_transfer_s_per_B=peer_transfer_s_per_B(n.get("trials") or []))
             n["predicted"]["refined"] = refined_recovery(t, n["state_B"], tuple(n.get("teardown_s") or (0.0, 0.0)))
     return out
 

@@ -223,7 +223,12 @@ for S / W and S / r (a single reader or writer keeps W and r).
   the receiver takes the next chunk into a second buffer while it writes one, so the sender's work and
   the receiver's overlap and the slower of the two counts, beside the transfer that needs both), then
   read back with its check and loaded: R (1/f + 1/k) share(N) + N R / c_N (N R / M_N for the read back where
-  measured: every rank reads its shard back at once, and N at once cost more than their turns, :mod:`.tier_reads`);
+  measured: every rank reads its shard back at once, and N at once cost more than their turns, :mod:`.tier_reads`).
+  Where the job timed the transfer itself (X seconds a byte, :func:`~mlsysim.lab.distributed.peer.probe_transfer`:
+  the lost node's shards sent as a recovery sends them, once the job's last memory checkpoint is complete), the
+  lost node's N/2 R bytes times X stand for the transfer's terms: the receivers write into the memory tier
+  (``/dev/shm``) at about twice the page cache's cost a byte, and four processes on two cores took a fifth more CPU
+  a byte than two, neither of which the floors hold (:mod:`.peer`);
 * storage recovery: the sharded restore;
 * downtime per node loss: e + T + recovery. The rendezvous' detection of the dead node (``keep_alive_interval`` x
   ``keep_alive_max_attempt`` of :data:`~mlsysim.lab.distributed.launcher.RDZV_CONF`, :data:`DETECT_S`) runs while the
@@ -299,7 +304,7 @@ _RULES = (
     (("beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B", "gloo_share"), 0.0, True,
      "a measured value >= 0 or None"),
     (("writer_cpu_s_per_B", "writer_cpu_reclaimed_s_per_B", "writer_cpu_churned_s_per_B", "churn_Bps",
-      "writer_cpu_cached_s_per_B"), 0.0, False,
+      "writer_cpu_cached_s_per_B", "job_peer_transfer_s_per_B"), 0.0, False,
      "measured CPU seconds per byte > 0 or None"),
     (("copy_piece_B",), 0.0, False, "a size > 0 B (a rank's largest tensor) or None"),
     (("shared_write_B",), 0.0, False, "a size > 0 B (the bytes W_N was timed with) or None"))
@@ -317,7 +322,9 @@ class Terms:
     (``job_copy_Bps``, ``job_copy_own_Bps``), W_N of the ``concurrent`` job (``job_write_Bps``) and of DCP's
     (``dcp_job_write_Bps``), and o_b − o of the ``concurrent`` job, its saves beside the job's own steps
     (``job_fixed_durable_s``, seconds); where given, they stand for the terms timed apart (None: not timed so);
-    ``dcp_writer_cpu_s``: w_d, DCP's writer thread's CPU seconds per checkpoint in the job (rank 0's, the mean)."""
+    ``dcp_writer_cpu_s``: w_d, DCP's writer thread's CPU seconds per checkpoint in the job (rank 0's, the mean);
+    ``job_peer_transfer_s_per_B``: X, the seconds per byte of the lost node's shards sent from peer memory as a
+    recovery sends them, timed in the job (:func:`~mlsysim.lab.distributed.peer.probe_transfer`)."""
 
     cores: int
     world: int
@@ -375,6 +382,7 @@ class Terms:
     dcp_job_write_Bps: float | None = None
     job_fixed_durable_s: float | None = None
     dcp_writer_cpu_s: float | None = None
+    job_peer_transfer_s_per_B: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -707,9 +715,10 @@ def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) ->
     """Seconds of the FSDP job's recovery after a node loss: ``peer_memory_s``, ``storage_s`` and, with
     ``start_s`` measured, the downtime of each (``downtime_peer_s``, ``downtime_storage_s``: the lab's
     teardown of the lost node, ``teardown_s`` for the first loss and the second, + the job's start + the
-    recovery). Needs ``pair_Bps``."""
-    if not t.pair_Bps:
-        raise MlsysimError("the peer-memory recovery needs pair_Bps, gloo's measured point-to-point rate")
+    recovery). Needs ``pair_Bps`` or ``job_peer_transfer_s_per_B``."""
+    if not t.pair_Bps and t.job_peer_transfer_s_per_B is None:
+        raise MlsysimError("the peer-memory recovery needs pair_Bps, gloo's measured point-to-point rate, or "
+                           "job_peer_transfer_s_per_B, the transfer timed in the job")
     if len(teardown_s) != 2 or not all(isinstance(x, (int, float)) and 0 <= x < math.inf for x in teardown_s):
         raise MlsysimError(f"teardown_s must be two finite seconds >= 0 (the first loss's, the second's), "
                            f"got {teardown_s!r}")
@@ -718,7 +727,10 @@ def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) ->
     sh = share(n, c)
     mapped = 1.0 / t.map_read_Bps if t.map_read_Bps else 1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps   # map + check
     sender, receiver = mapped, 1.0 / t.crc_Bps + 1.0 / t.cache_write_Bps
-    send = rank / t.pair_Bps + sh * rank * max(sender, receiver) + 2 * t.sync_s    # the two sides overlap
+    if t.job_peer_transfer_s_per_B is not None:               # the transfer as timed in the job: X, the lost bytes
+        send = t.job_peer_transfer_s_per_B * rank * math.ceil(n / 2)
+    else:
+        send = rank / t.pair_Bps + sh * rank * max(sender, receiver) + 2 * t.sync_s    # the two sides overlap
     read = n * rank / t.parallel_map_read_Bps if t.parallel_map_read_Bps else sh * rank * mapped   # N at once
     back = read + n * rank / t.parallel_copy_Bps
     out = {"peer_memory_s": send + back, "storage_s": refined_restore(t, "sharded", size_B)}

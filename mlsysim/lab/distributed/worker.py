@@ -67,7 +67,6 @@ agents of two nodes count their restarts apart, so the attempt is the largest co
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import os
 import sys
@@ -83,7 +82,7 @@ import torch.nn.functional as F
 
 from .. import store
 from ..checksum import crc32
-from . import accounting, shards, tiers
+from . import accounting, peer, shards, tiers
 from .checks import KEEP
 from ..engines import make_engine
 from ..runner import _say, stop_here
@@ -260,11 +259,6 @@ class Job:
         self._batches = None
 
 
-def _spans(size: int) -> list[tuple[int, int]]:
-    """The [start, stop) byte ranges of ``size`` bytes sent between ranks, ``store.CHUNK_B`` each."""
-    return [(lo, min(size, lo + store.CHUNK_B)) for lo in range(0, size, store.CHUNK_B)]
-
-
 def _empty(shape, like):
     return torch.empty(shape, dtype=like.dtype)
 
@@ -386,49 +380,23 @@ class MemoryTier:
         return [(r.stall_s, self.seconds.get(r.step)) for r in self.engine.summary()]
 
     def _send(self, record: dict, shard: int, dst: int) -> tuple[int, str | None]:
-        """Send old rank ``shard``'s file of ``record`` from this node's memory to rank ``dst``, in
-        chunks straight from the file's mapping (no copy), its CRC-32 checked against the record
-        on the way; returns (bytes, the error or None). A file that cannot be mapped is sent as
-        zeros, which the receiver's check refuses."""
+        """Send old rank ``shard``'s file of ``record`` from this node's memory to rank ``dst``
+        (:func:`~mlsysim.lab.distributed.peer.send_file`), its CRC-32 checked against the record on the way;
+        returns (bytes, the error or None)."""
         entry = record["shards"][shard]
-        path, size = self.dir / entry["file"], entry["size_B"]
-        error = None
-        try:
-            if path.stat().st_size != size:
-                raise store.CheckpointError(errno.EIO, f"{path}: {path.stat().st_size} B, the record names {size} B")
-            data = store.map_file(path, size)
-        except OSError as e:                        # a CheckpointError is one
-            error, data = str(e), None
-        zeros = np.zeros(min(size, store.CHUNK_B), dtype=np.uint8) if data is None else None
-        crc = 0
-        for lo, hi in _spans(size):
-            chunk = data[lo:hi] if data is not None else zeros[:hi - lo]
-            crc = crc32(chunk, crc)
-            dist.send(torch.from_numpy(chunk), dst, group=self.group)
+        crc, error = peer.send_file(self.dir / entry["file"], entry["size_B"], dst, self.group)
         if error is None and crc != entry["crc32"]:
-            error = f"{path}: checksum mismatch (corrupt)"
-        return size, None if error is None else f"shard of rank {shard} of {record['world_size']}: {error}"
+            error = f"{self.dir / entry['file']}: checksum mismatch (corrupt)"
+        return entry["size_B"], None if error is None else f"shard of rank {shard} of {record['world_size']}: {error}"
 
     def _receive(self, record: dict, shard: int, src: int, step: int) -> str | None:
-        """Receive old rank ``shard``'s file of ``record`` from rank ``src`` into this node's memory,
-        each chunk written as it arrives while the next one comes into a second buffer (two chunk
-        buffers in all); committed if its CRC-32 is the record's, else the error."""
+        """Receive old rank ``shard``'s file of ``record`` from rank ``src`` into this node's memory
+        (:func:`~mlsysim.lab.distributed.peer.receive_file`); committed if its CRC-32 is the record's, else the
+        error."""
         size = record["shards"][shard]["size_B"]
-        bounds = _spans(size)
-        bufs = [torch.empty(min(size, store.CHUNK_B), dtype=torch.uint8) for _ in range(2)]
-
-        def arriving():
-            work = dist.irecv(bufs[0][:bounds[0][1] - bounds[0][0]], src, group=self.group) if bounds else None
-            for i, (lo, hi) in enumerate(bounds):
-                work.wait()
-                if i + 1 < len(bounds):
-                    nlo, nhi = bounds[i + 1]
-                    work = dist.irecv(bufs[(i + 1) % 2][:nhi - nlo], src, group=self.group)
-                yield bufs[i % 2][:hi - lo].numpy()
-
         d = shards.rank_dir(self.dir, shard)
         d.mkdir(exist_ok=True)
-        got, crc = store.write_durable(d / store.data_name(step), arriving())
+        got, crc = peer.receive_file(d / store.data_name(step), size, src, self.group)
         if got != size or crc != record["shards"][shard]["crc32"]:
             return f"shard of rank {shard} of {record['world_size']}: received {got} B that fail the record's CRC-32"
         store.commit(d, step, got, crc)
@@ -753,6 +721,8 @@ def _finish(r: _Rank, engine, memory_tier: MemoryTier | None) -> None:
         from .in_job import time_terms
         terms = time_terms(r.group, r.job, r.a.dir, r.own, r.a.probe_terms, r.a.every,
                            getattr(engine, "writer_cpu_s", None))      # DCP's writer: its CPU at each checkpoint
+        if memory_tier is not None and memory_tier.peer is not None:     # the recovery's transfer, a node lost
+            terms.update(peer.probe_transfer(memory_tier.group, memory_tier.dir, memory_tier.layout, r.a.probe_terms))
         if r.rank == 0:
             _say(job_terms=terms)
     r.stalls.clear()
