@@ -9,14 +9,12 @@ recovery from peer memory sends the lost node's shards this way, one pair per lo
 :func:`probe_transfer` times that transfer in the uninterrupted job, once its last memory checkpoint is complete on
 every node: the shards of the last node's ranks (the node the lab loses) sent from the first node's replicas, as
 :func:`~mlsysim.lab.distributed.tiers.plan_recovery` plans them, each received into a scratch file of the
-receiver's memory tier and deleted after. Why it is timed whole and not built from the floors: on the machine the
-lab was recorded on the transfer of a gigabyte's lost half took 0.30 to 0.37 s in both layouts (2 nodes x 1 and
-x 2) in the runs up to ``lab_dist-2026-12-07c``, where a model from gloo's pair rate, the CRC-32 and the page
-cache's write rate gave 0.21 to 0.47 s. Timed piece by piece in one recovery at a gigabyte on 2 nodes x 1, the
-receiver's thread took 0.43 ns a byte writing into the memory tier (``/dev/shm``: 0.40 to 0.45 ns/B there against
-about 0.2 for a file's page cache, the floor's ``cache_write_Bps``) and gloo's threads about 0.41 ns a byte on the
-two sides together; the four processes of 2 nodes x 2 took 1.21 ns of CPU a lost byte in all against 1.02 for
-the two of 2 x 1, beyond what the floors add up to: the pairs' wake-ups on two cores shared by four processes.
+receiver's memory tier and deleted after. Why it is timed whole and not built from the floors: in the kept runs
+``lab_dist-2026-12-06g`` to ``-07c`` the transfer of a gigabyte's lost half took 0.29 to 0.37 s in both layouts
+(2 nodes x 1 and x 2), where the terms built from gloo's pair rate, the CRC-32 and the page cache's write rate gave
+0.21 to 0.47 s, the 2 x 2 one the lower in every run. The floors do not hold what the transfer meets: the receivers
+write into the memory tier (``/dev/shm``), not a file's page cache (``cache_write_Bps``); and on 2 nodes x 2 four
+processes share the two cores, each pair's chunks waiting for a core as well as for the loopback.
 """
 from __future__ import annotations
 

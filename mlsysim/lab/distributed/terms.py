@@ -227,8 +227,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   Where the job timed the transfer itself (X seconds a byte, :func:`~mlsysim.lab.distributed.peer.probe_transfer`:
   the lost node's shards sent as a recovery sends them, once the job's last memory checkpoint is complete), the
   lost node's N/2 R bytes times X stand for the transfer's terms: the receivers write into the memory tier
-  (``/dev/shm``) at about twice the page cache's cost a byte, and four processes on two cores took a fifth more CPU
-  a byte than two, neither of which the floors hold (:mod:`.peer`);
+  (``/dev/shm``), not a file's page cache, and on 2 nodes x 2 four processes share the cores, neither of which the
+  floors hold (:mod:`.peer`);
 * storage recovery: the sharded restore;
 * downtime per node loss: e + T + recovery. The rendezvous' detection of the dead node (``keep_alive_interval`` x
   ``keep_alive_max_attempt`` of :data:`~mlsysim.lab.distributed.launcher.RDZV_CONF`, :data:`DETECT_S`) runs while the
@@ -711,27 +711,35 @@ def _new_tensors_s(timed_s_per_B: float | None, rank_B: float, shared: float, fa
     return shared * rank_B * max(faults_s_per_B, 0.0) if timed_s_per_B is None else rank_B * max(0.0, timed_s_per_B)
 
 
-def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) -> dict:
-    """Seconds of the FSDP job's recovery after a node loss: ``peer_memory_s``, ``storage_s`` and, with
-    ``start_s`` measured, the downtime of each (``downtime_peer_s``, ``downtime_storage_s``: the lab's
-    teardown of the lost node, ``teardown_s`` for the first loss and the second, + the job's start + the
-    recovery). Needs ``pair_Bps`` or ``job_peer_transfer_s_per_B``."""
+def peer_transfer_s(t: Terms, size_B: float) -> float:
+    """Seconds of a recovery's transfer from peer memory, the lost node's shards sent until all are written: X
+    times the lost node's bytes where the job timed it (``job_peer_transfer_s_per_B``), else from gloo's pair rate
+    and the two sides' floors (the module's table). Needs ``pair_Bps`` or ``job_peer_transfer_s_per_B``."""
     if not t.pair_Bps and t.job_peer_transfer_s_per_B is None:
         raise MlsysimError("the peer-memory recovery needs pair_Bps, gloo's measured point-to-point rate, or "
                            "job_peer_transfer_s_per_B, the transfer timed in the job")
+    _, rank, _ = _sizes(t, size_B, "fsdp")
+    if t.job_peer_transfer_s_per_B is not None:               # the transfer as timed in the job: X, the lost bytes
+        return t.job_peer_transfer_s_per_B * rank * math.ceil(t.world / 2)
+    sender = 1.0 / t.map_read_Bps if t.map_read_Bps else 1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps   # map + check
+    receiver = 1.0 / t.crc_Bps + 1.0 / t.cache_write_Bps
+    return rank / t.pair_Bps + share(t.world, t.cores) * rank * max(sender, receiver) + 2 * t.sync_s   # overlapped
+
+
+def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) -> dict:
+    """Seconds of the FSDP job's recovery after a node loss: ``peer_memory_s`` (:func:`peer_transfer_s`, then
+    every rank's shard read back and loaded), ``storage_s`` and, with
+    ``start_s`` measured, the downtime of each (``downtime_peer_s``, ``downtime_storage_s``: the lab's
+    teardown of the lost node, ``teardown_s`` for the first loss and the second, + the job's start + the
+    recovery). Needs ``pair_Bps`` or ``job_peer_transfer_s_per_B``."""
     if len(teardown_s) != 2 or not all(isinstance(x, (int, float)) and 0 <= x < math.inf for x in teardown_s):
         raise MlsysimError(f"teardown_s must be two finite seconds >= 0 (the first loss's, the second's), "
                            f"got {teardown_s!r}")
+    send = peer_transfer_s(t, size_B)
     n, c = t.world, t.cores
     _, rank, _ = _sizes(t, size_B, "fsdp")
-    sh = share(n, c)
     mapped = 1.0 / t.map_read_Bps if t.map_read_Bps else 1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps   # map + check
-    sender, receiver = mapped, 1.0 / t.crc_Bps + 1.0 / t.cache_write_Bps
-    if t.job_peer_transfer_s_per_B is not None:               # the transfer as timed in the job: X, the lost bytes
-        send = t.job_peer_transfer_s_per_B * rank * math.ceil(n / 2)
-    else:
-        send = rank / t.pair_Bps + sh * rank * max(sender, receiver) + 2 * t.sync_s    # the two sides overlap
-    read = n * rank / t.parallel_map_read_Bps if t.parallel_map_read_Bps else sh * rank * mapped   # N at once
+    read = n * rank / t.parallel_map_read_Bps if t.parallel_map_read_Bps else share(n, c) * rank * mapped   # N at once
     back = read + n * rank / t.parallel_copy_Bps
     out = {"peer_memory_s": send + back, "storage_s": refined_restore(t, "sharded", size_B)}
     if t.start_s is not None:
