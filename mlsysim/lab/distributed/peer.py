@@ -10,8 +10,8 @@ recovery from peer memory sends the lost node's shards this way, one pair per lo
 every node: the shards of the last node's ranks (the node the lab loses) sent from the first node's replicas, as
 :func:`~mlsysim.lab.distributed.tiers.plan_recovery` plans them, each received into a scratch file of the
 receiver's memory tier and deleted after. Why it is timed whole and not built from the floors: in the kept runs
-``lab_dist-2026-12-06g`` to ``-07c`` the transfer of a gigabyte's lost half took 0.29 to 0.37 s in both layouts
-(2 nodes x 1 and x 2), where the terms built from gloo's pair rate, the CRC-32 and the page cache's write rate gave
+``lab_dist-2026-12-06g`` to ``-07c`` the transfer of a gigabyte's lost half took 0.30 to 0.37 s in both layouts
+(2 nodes x 1 and x 2; the mean of a run's losses), where the terms built from gloo's pair rate, the CRC-32 and the page cache's write rate gave
 0.21 to 0.47 s, the 2 x 2 one the lower in every run. The floors do not hold what the transfer meets: the receivers
 write into the memory tier (``/dev/shm``), not a file's page cache (``cache_write_Bps``); and on 2 nodes x 2 four
 processes share the two cores, each pair's chunks waiting for a core as well as for the loopback.
@@ -104,7 +104,7 @@ def probe_transfer(group, node_dir: Path, layout: tuple, repeats: int) -> dict:
     dist.all_gather_object(sizes, {s: r["size_B"] for s, r in enumerate(record["shards"])} if record else {},
                            group=group)
     size_of = {k: v for part in sizes for k, v in part.items()}
-    each = []
+    each, scratch = [], node_dir / f"peer-probe-{rank}.bin"
     for _ in range(repeats):
         dist.barrier(group=group)
         t0 = time.perf_counter()
@@ -112,11 +112,9 @@ def probe_transfer(group, node_dir: Path, layout: tuple, repeats: int) -> dict:
             if rank == src:
                 send_file(node_dir / record["shards"][shard]["file"], size_of[shard], shard, group)
             elif rank == shard:
-                scratch = node_dir / f"peer-probe-{rank}.bin"
                 receive_file(scratch, size_of[shard], src, group)
         dist.barrier(group=group)
         each.append(time.perf_counter() - t0)
-        scratch = node_dir / f"peer-probe-{rank}.bin"
         if scratch.exists():
             os.unlink(scratch)
     return {"peer_transfer_s": statistics.median(each), "peer_transfer_each_s": each,
