@@ -711,6 +711,12 @@ def _new_tensors_s(timed_s_per_B: float | None, rank_B: float, shared: float, fa
     return shared * rank_B * max(faults_s_per_B, 0.0) if timed_s_per_B is None else rank_B * max(0.0, timed_s_per_B)
 
 
+def _mapped_s_per_B(t: Terms) -> float:
+    """A memory tier's file mapped and checked, seconds a byte: 1/M where measured, else a copy into new memory and
+    a check (1/f + 1/k)."""
+    return 1.0 / t.map_read_Bps if t.map_read_Bps else 1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps
+
+
 def peer_transfer_s(t: Terms, size_B: float) -> float:
     """Seconds of a recovery's transfer from peer memory, the lost node's shards sent until all are written: X
     times the lost node's bytes where the job timed it (``job_peer_transfer_s_per_B``), else from gloo's pair rate
@@ -721,9 +727,8 @@ def peer_transfer_s(t: Terms, size_B: float) -> float:
     _, rank, _ = _sizes(t, size_B, "fsdp")
     if t.job_peer_transfer_s_per_B is not None:               # the transfer as timed in the job: X, the lost bytes
         return t.job_peer_transfer_s_per_B * rank * math.ceil(t.world / 2)
-    sender = 1.0 / t.map_read_Bps if t.map_read_Bps else 1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps   # map + check
     receiver = 1.0 / t.crc_Bps + 1.0 / t.cache_write_Bps
-    return rank / t.pair_Bps + share(t.world, t.cores) * rank * max(sender, receiver) + 2 * t.sync_s   # overlapped
+    return rank / t.pair_Bps + share(t.world, t.cores) * rank * max(_mapped_s_per_B(t), receiver) + 2 * t.sync_s
 
 
 def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) -> dict:
@@ -738,8 +743,8 @@ def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) ->
     send = peer_transfer_s(t, size_B)
     n, c = t.world, t.cores
     _, rank, _ = _sizes(t, size_B, "fsdp")
-    mapped = 1.0 / t.map_read_Bps if t.map_read_Bps else 1.0 / t.fresh_copy_Bps + 1.0 / t.crc_Bps   # map + check
-    read = n * rank / t.parallel_map_read_Bps if t.parallel_map_read_Bps else share(n, c) * rank * mapped   # N at once
+    read = (n * rank / t.parallel_map_read_Bps if t.parallel_map_read_Bps      # N at once
+            else share(n, c) * rank * _mapped_s_per_B(t))
     back = read + n * rank / t.parallel_copy_Bps
     out = {"peer_memory_s": send + back, "storage_s": refined_restore(t, "sharded", size_B)}
     if t.start_s is not None:
