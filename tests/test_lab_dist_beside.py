@@ -184,19 +184,34 @@ def test_dcp_s_page_cache_write_as_timed_beside_the_churn():
     assert round(without["dcp-async"]["durable_s"] - without["dcp-async"]["stall_s"], 3) == round(0.125 + 0.125 + 1, 3)
 
 
+def _dcp_more_than_own(j: dict) -> float:
+    """What DCP's overhead adds to the concurrent engine's beyond its longer stall (seconds)."""
+    return j["dcp-async"]["overhead_s"] - j["concurrent"]["overhead_s"] - (
+        j["dcp-async"]["stall_s"] - j["concurrent"]["stall_s"])
+
+
 def test_dcp_s_writer_thread_as_the_job_timed_it_stands_for_its_crc_and_page_cache_write():
     # w_d = 1.5 s of CPU a rank per checkpoint, DCP's writer thread's own clock in the job: in place of torch.save's
     # CRC-32 and u_f R (0.125 + 1.0 s), so 1.5 s + the disk's 1.0 s from the call's return to durable; the training
-    # loses the writer's 1.5 s a rank in place of this package's (u_c S / N = 0.6 s): 0.9 s more, 2 ranks on 2 cores
+    # loses the larger of w_d and t + u_f R (1.5 s) a rank in place of this package's writer's (u_c S / N = 0.6 s):
+    # 0.9 s more, 2 ranks on 2 cores
     t = dataclasses.replace(T, torch_crc_Bps=4e9, reclaimed_write_Bps=1e9, writer_cpu_s_per_B=1e-9,
                             writer_cpu_churned_s_per_B=1.2e-9, churn_Bps=5e8, writer_cpu_cached_s_per_B=2e-9,
                             dcp_writer_cpu_s=1.5)
     j = terms.refined_job(t, 1e9, gap_s=10.0)
-    assert j["terms"]["dcp_writer_cpu_s"] == 1.5 and "cached_write_s" not in j["terms"]
+    assert j["terms"]["dcp_writer_cpu_s"] == 1.5 and round(j["terms"]["cached_write_s"], 3) == 1.0
     assert round(j["dcp-async"]["durable_s"] - j["dcp-async"]["stall_s"], 3) == 2.5
-    extra = j["dcp-async"]["overhead_s"] - j["concurrent"]["overhead_s"] - (
-        j["dcp-async"]["stall_s"] - j["concurrent"]["stall_s"])
-    assert round(extra, 3) == round(1.5 - 0.6, 3) == 0.9
+    assert round(_dcp_more_than_own(j), 3) == round(1.5 - 0.6, 3) == 0.9
+    # w_d = 0.8 s, less than the probe's t + u_f R: durable 0.8 + 1.0 s after the call's return; the training loses
+    # the probe's 1.125 s (the memory the writes take, backed again by whichever thread touches it first)
+    low = terms.refined_job(dataclasses.replace(t, dcp_writer_cpu_s=0.8), 1e9, gap_s=10.0)
+    assert round(low["dcp-async"]["durable_s"] - low["dcp-async"]["stall_s"], 3) == 1.8
+    assert round(_dcp_more_than_own(low), 3) == round(1.125 - 0.6, 3) == 0.525
+    # without u_f, w_d alone: 0.8 - 0.6 s
+    alone = terms.refined_job(dataclasses.replace(t, dcp_writer_cpu_s=0.8, writer_cpu_cached_s_per_B=None), 1e9,
+                              gap_s=10.0)
+    assert "cached_write_s" not in alone["terms"] and round(_dcp_more_than_own(alone), 3) == 0.2
+    assert alone["dcp-async"]["durable_s"] == low["dcp-async"]["durable_s"]
     assert j["concurrent"] == terms.refined_job(dataclasses.replace(t, dcp_writer_cpu_s=None), 1e9, gap_s=10.0)[
         "concurrent"]                                              # this package's engine does not use it
     with pytest.raises(MlsysimError, match="dcp_writer_cpu_s must be a measured time >= 0 s or None"):

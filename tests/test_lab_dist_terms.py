@@ -913,3 +913,15 @@ def test_the_four_rank_stalls_end_with_the_slowest_ranks_copy():
                 jt = q["concurrent"]["job_terms"]
                 want = jt["copy_s"] + (q["terms"]["own_stall_s"] or 0.0)
                 assert q["concurrent"]["predicted"]["refined"]["stall_s"] == pytest.approx(want, rel=0.01)
+
+
+def test_dcp_s_writer_as_the_probe_and_the_job_s_thread_put_it_in_the_kept_run_the_docstring_names():
+    """The ratios the module docstring gives for DCP's overhead: in lab_dist-2026-12-07d the probe's t + u_f R
+    against w_d, at a gigabyte and at 61 MB, on 2 and 4 ranks; the overhead takes the larger."""
+    d = remodel(load_records()["lab_dist-2026-12-07d"])
+    ratio = {(q["world_size"], round(q["state_B"] / 1e6)):
+             round((q["terms_s"]["torch_crc_s"] + q["terms_s"]["cached_write_s"]) / q["terms_s"]["dcp_writer_cpu_s"], 2)
+             for q in d["points"]}
+    assert [ratio[(2, 1013)], ratio[(4, 1013)], ratio[(2, 61)], ratio[(4, 61)]] == [1.69, 1.68, 0.68, 0.53]
+    held = {r["figure"]: round(r["ratio"], 2) for r in model_table(d)}
+    assert [held[f"{n} ranks, 1013 MB: dcp-async overhead"] for n in (2, 4)] == [1.05, 1.13]

@@ -204,7 +204,12 @@ for S / W and S / r (a single reader or writer keeps W and r).
   R whatever the gap (timed at the job's own cadence, beside its churn: memory freed about the delay before may or may
   not be the host's yet, and the timing meets what the job meets), in place of R / p + R (1/h − 1/p), and the overhead
   takes t + u_f R a rank in place of the writer's u_c S / N; where the job timed its writer thread (w_d, the CPU
-  seconds a rank's writer took per checkpoint, :mod:`.in_job`), w_d stands for t + u_f R in both;
+  seconds a rank's writer took per checkpoint, :mod:`.in_job`), w_d stands for t + u_f R in the time to durable,
+  which waits on that thread alone; the overhead takes the larger. w_d holds the writer's costs per save, not the
+  memory its writes took that the training's threads back again (the host took back what DCP freed; the thread that
+  touches a page first pays: at a gigabyte on 2 ranks gloo's threads took 0.28 s more CPU per cycle while the
+  host reclaimed, 0.09 s while not, ``lab_dist_cpu-2026-12-07``, ``-07b``); the probe's writers back their own pages
+  and have no per-save costs (``lab_dist-2026-12-07d``: t + u_f R 1.69, 1.68 times w_d at 1 GB, 0.68, 0.53 at 61 MB);
 * sharded restore: max(S / r, share(N) R / k) + share(N) R a + R N / c_N (read, verify, faults, load; S / r_S,
   else S / r_N, for S / r; a, as f_N is timed, of memory the guest still holds: the restores are timed in
   warmed memory, the *Memory* of :mod:`~mlsysim.lab.distributed.restore`; R n_fsdp for share(N) R a where
@@ -227,8 +232,7 @@ for S / W and S / r (a single reader or writer keeps W and r).
   Where the job timed the transfer itself (X seconds a byte, :func:`~mlsysim.lab.distributed.peer.probe_transfer`:
   the lost node's shards sent as a recovery sends them, once the job's last memory checkpoint is complete), the
   lost node's N/2 R bytes times X stand for the transfer's terms: the receivers write into the memory tier
-  (``/dev/shm``), not a file's page cache, and on 2 nodes x 2 four processes share the cores, neither of which the
-  floors hold (:mod:`.peer`);
+  (``/dev/shm``), not a file's page cache, and on 2 nodes x 2 four processes share the cores: not in the floors;
 * storage recovery: the sharded restore;
 * downtime per node loss: e + T + recovery. The rendezvous' detection of the dead node (``keep_alive_interval`` x
   ``keep_alive_max_attempt`` of :data:`~mlsysim.lab.distributed.launcher.RDZV_CONF`, :data:`DETECT_S`) runs while the
@@ -663,14 +667,16 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
     own = copied / t.dcp_stage_own_Bps if t.dcp_stage_Bps and t.dcp_stage_own_Bps else copy   # rank 0's alone
     terms["torch_crc_s"] = tc
     extra = from_training = tc - k               # torch.save's CRC-32 in place of this package's
-    if t.dcp_writer_cpu_s is not None and "writer_cpu_s" in terms:   # w_d, its writer thread's clock in the job
-        terms["dcp_writer_cpu_s"] = t.dcp_writer_cpu_s
-        extra, from_training = t.dcp_writer_cpu_s - k - p, t.dcp_writer_cpu_s - terms["writer_cpu_s"] / n
-    elif t.writer_cpu_cached_s_per_B is not None and "writer_cpu_s" in terms:   # u_f, timed at the job's cadence
+    if t.writer_cpu_cached_s_per_B is not None and "writer_cpu_s" in terms:   # u_f, timed at the job's cadence
         terms["cached_write_s"] = t.writer_cpu_cached_s_per_B * rank
         extra += terms["cached_write_s"] - p
         from_training = tc + terms["cached_write_s"] - terms["writer_cpu_s"] / n   # in place of this package's
-    elif t.reclaimed_write_Bps and taken_back:   # its whole file cached, in memory taken back
+    if t.dcp_writer_cpu_s is not None and "writer_cpu_s" in terms:   # w_d, its writer thread's clock in the job
+        terms["dcp_writer_cpu_s"] = t.dcp_writer_cpu_s
+        extra = t.dcp_writer_cpu_s - k - p       # durable waits on that thread alone
+        probed = tc + terms["cached_write_s"] if "cached_write_s" in terms else 0.0    # the training loses the larger
+        from_training = max(t.dcp_writer_cpu_s, probed) - terms["writer_cpu_s"] / n
+    elif t.writer_cpu_cached_s_per_B is None and t.reclaimed_write_Bps and taken_back:   # whole file, memory taken back
         terms["reclaimed_write_s"] = rank / t.reclaimed_write_Bps
         backed = max(0.0, rank / t.reclaimed_write_Bps - p)
         extra += backed
@@ -732,11 +738,10 @@ def peer_transfer_s(t: Terms, size_B: float) -> float:
 
 
 def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) -> dict:
-    """Seconds of the FSDP job's recovery after a node loss: ``peer_memory_s`` (:func:`peer_transfer_s`, then
-    every rank's shard read back and loaded), ``storage_s`` and, with
-    ``start_s`` measured, the downtime of each (``downtime_peer_s``, ``downtime_storage_s``: the lab's
-    teardown of the lost node, ``teardown_s`` for the first loss and the second, + the job's start + the
-    recovery). Needs ``pair_Bps`` or ``job_peer_transfer_s_per_B``."""
+    """Seconds of the FSDP job's recovery after a node loss: ``peer_memory_s`` (:func:`peer_transfer_s`, then every
+    rank's shard read back and loaded), ``storage_s`` and, with ``start_s`` measured, the downtime of each
+    (``downtime_peer_s``, ``downtime_storage_s``: the lab's teardown of the lost node, ``teardown_s`` for the first
+    loss and the second, + the job's start + the recovery). Needs ``pair_Bps`` or ``job_peer_transfer_s_per_B``."""
     if len(teardown_s) != 2 or not all(isinstance(x, (int, float)) and 0 <= x < math.inf for x in teardown_s):
         raise MlsysimError(f"teardown_s must be two finite seconds >= 0 (the first loss's, the second's), "
                            f"got {teardown_s!r}")
