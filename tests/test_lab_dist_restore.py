@@ -151,6 +151,9 @@ def test_the_probe_times_gloo_and_the_states_broadcast_into_new_tensors(run):
     assert g["own_stall_s"] < 1 and g["dcp_stall_s"] < g["dcp_durable_s"] < 5
     # each engine's fixed cost to the training steps beside a save: a difference of two timings, finite, small
     assert all(-1 < g[k] < 5 for k in ("dcp_overhead_s", "own_overhead_s"))
+    # and the CPU time those saves take (all of a rank's threads), of which DCP's writer thread's (its clock)
+    assert all(-1 < g[k] < 5 for k in ("dcp_overhead_cpu_s", "own_overhead_cpu_s"))
+    assert 0 < g["dcp_writer_small_cpu_s"] < 1
     # each engine's time to durable for the saves beside the steps: after its call, this package's to the global
     # record (every rank's record gathered to rank 0)
     assert g["dcp_stall_s"] < g["dcp_durable_beside_s"] < 5 and g["own_stall_s"] < g["own_durable_beside_s"] < 5

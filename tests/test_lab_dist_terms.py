@@ -116,6 +116,40 @@ def test_the_job_worked_numbers():
     assert round(slow - timed, 3) == 0.75
 
 
+
+def test_each_engine_s_fixed_cost_to_the_training_is_its_save_s_cpu_where_measured():
+    # the saves of the job at its smallest width cost its short steps 50 ms (this package's) and 0.1 s (DCP's) of
+    # their time, but 3 ms and 50 ms of CPU: the CPU stands for the time, N x / C (each rank's on its own core)
+    probe = dict(torch_crc_Bps=4e9, sync_s=0.01, own_stall_s=0.01, dcp_stall_s=0.02, dcp_stage_Bps=0.4e9,
+                 dcp_stage_small_s=0.015, own_overhead_s=0.05, dcp_overhead_s=0.1)
+    wall = terms.refined_job(dataclasses.replace(T, **probe), 1e9)
+    cpu = terms.refined_job(dataclasses.replace(T, **probe, own_overhead_cpu_s=0.003, dcp_overhead_cpu_s=0.05), 1e9)
+    # this package's: no less than its stall (10 ms), in place of 50 ms
+    assert cpu["concurrent"]["overhead_s"] == pytest.approx(wall["concurrent"]["overhead_s"] - 0.04)
+    # DCP's: its CPU less its staging (in the copy), 35 ms, in place of 0.1 - 0.015 s
+    assert cpu["dcp-async"]["overhead_s"] == pytest.approx(wall["dcp-async"]["overhead_s"] - (0.085 - 0.035))
+    assert all(cpu[e][k] == wall[e][k] for e in ("concurrent", "dcp-async") for k in ("stall_s", "durable_s"))
+    # 4 ranks on 2 cores: each rank's CPU costs the job twice its seconds; the staging's 15 ms, every rank at
+    # once, is 7.5 ms of a rank's CPU: 2 x (0.05 - 0.0075) s
+    four = dataclasses.replace(T, world=4, **probe, own_overhead_cpu_s=0.02, dcp_overhead_cpu_s=0.05)
+    two = terms.refined_job(four, 1e9)
+    fixed = terms.refined_job(dataclasses.replace(four, own_overhead_cpu_s=0.0, dcp_overhead_cpu_s=0.0075), 1e9)
+    assert two["concurrent"]["overhead_s"] - fixed["concurrent"]["overhead_s"] == pytest.approx(0.04 - 0.01)
+    assert two["dcp-async"]["overhead_s"] - fixed["dcp-async"]["overhead_s"] == pytest.approx(0.085 - 0.005)
+    # where w_d (the writer's CPU in the job) stands for DCP's writer, it holds the writer's cost per save: the
+    # probe's writer thread (w_s, 10 ms) leaves x_d
+    w = dict(writer_cpu_s_per_B=1e-9, dcp_writer_cpu_s=0.3, own_overhead_cpu_s=0.003, dcp_overhead_cpu_s=0.05)
+    held = terms.refined_job(dataclasses.replace(T, **probe, **w), 1e9)["dcp-async"]
+    less = terms.refined_job(dataclasses.replace(T, **probe, **w, dcp_writer_small_cpu_s=0.01), 1e9)["dcp-async"]
+    assert held["overhead_s"] - less["overhead_s"] == pytest.approx(0.01)
+    assert cpu["dcp-async"] == terms.refined_job(dataclasses.replace(T, **probe, own_overhead_cpu_s=0.003,
+                                                                     dcp_overhead_cpu_s=0.05,
+                                                                     dcp_writer_small_cpu_s=0.01), 1e9)["dcp-async"]
+    with pytest.raises(MlsysimError, match="dcp_writer_small_cpu_s must be a measured time >= 0 s or None"):
+        dataclasses.replace(T, dcp_writer_small_cpu_s=-0.01)
+    with pytest.raises(MlsysimError, match="own_overhead_cpu_s must be a measured time in seconds or None"):
+        dataclasses.replace(T, own_overhead_cpu_s=math.nan)
+
 def test_the_restores_and_recoveries_worked_numbers():
     got = {s: round(terms.refined_restore(T, s, 1e9), 3) for s in ("sharded", "broadcast", "replicated")}
     # sharded: 0.5 read + 0.05 faults + 0.1 load; broadcast: 0.5 + 0.15 + 1.0 gloo + 0.2; replicated: 0.5 + 0.15 + 0.2

@@ -28,7 +28,9 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
     shard (two buffers, one writer, as the job runs it): ``own_stall_s``, until ``save`` returns (the
     layout, the copy, the hand-over to the writer). The median of ``repeats`` each, after one untimed
     save of each engine (its first sets up its buffers and threads). Then each engine's fixed overhead
-    per save (``dcp_overhead_s``, ``own_overhead_s``): :func:`fixed_overhead_s`, and each engine's time to
+    per save (``dcp_overhead_s``, ``own_overhead_s``) and the CPU time it takes (``dcp_overhead_cpu_s``,
+    ``own_overhead_cpu_s``): :func:`fixed_overhead_s`; DCP's writer thread's CPU time in those saves
+    (``dcp_writer_small_cpu_s``, the median, by the thread's clock as the job times it); each engine's time to
     durable for the saves made there, beside the training steps (``dcp_durable_beside_s``,
     ``own_durable_beside_s``: the median): the job's saves run beside its steps, whose threads the save's
     own threads wait for. This package's engine commits as the job's does: every shard durable, the records
@@ -78,8 +80,10 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
         steps = max(every)
         first = dict(zip(saves, (5000, 6000)))           # each engine's saves numbered from its own step
         for k in saves:
-            out[k] = fixed_overhead_s(job, group, saves[k], waits[k], min(64, max(4, steps)), repeats,
-                                      first_step=first[k])
+            out[k], out[k.replace("_s", "_cpu_s")] = fixed_overhead_s(
+                job, group, saves[k], waits[k], min(64, max(4, steps)), repeats, first_step=first[k])
+        writer = [s for step, s in dcp_engine.writer_cpu_s.items() if step >= first["dcp_overhead_s"]]
+        out["dcp_writer_small_cpu_s"] = statistics.median(writer) if writer else None
         beside = [r.durable_s for r in dcp_engine.summary() if r.step >= first["dcp_overhead_s"]]
         out["dcp_durable_beside_s"] = statistics.median(beside)
         out["own_durable_beside_s"] = statistics.median(committed[s] - t for s, t in started.items())
@@ -99,32 +103,37 @@ def _step_s(job, group, steps: int = 4) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-def fixed_overhead_s(job, group, save, wait, steps: int, repeats: int, first_step: int) -> float:
+def fixed_overhead_s(job, group, save, wait, steps: int, repeats: int, first_step: int) -> tuple[float, float]:
     """The training time one save costs ``job`` (every rank calls it): ``steps`` training steps timed
     without a save, then a save (``save(step)``), the same steps and ``wait()`` timed, the difference;
-    the median of ``repeats``. On the job at its smallest width the bytes are nothing, so this is the
-    engine's fixed cost per checkpoint to the training: its stall, and what its background work (plans,
-    collectives, records, Python holding the interpreter's lock) takes from the steps beside it. The
-    steps must outlast the save, whose wait would otherwise count idle time."""
+    the median of ``repeats``; and the same of the rank's process CPU time (all its threads), the CPU the
+    save takes. On the job at its smallest width the bytes are nothing, so the first is the engine's fixed
+    cost per checkpoint to the training: its stall, and what its background work (plans, collectives,
+    records, Python holding the interpreter's lock) takes from the steps beside it; its steps are short and
+    hold the interpreter's lock for most of their time, which a larger job's steps (its matrix products
+    release the lock) do not: the second is what the save's work costs wherever it runs. The steps must
+    outlast the save, whose wait would otherwise count idle time."""
     import torch.distributed as dist
     check_integer("steps", steps)
     check_integer("repeats", repeats)
 
-    def timed(fn) -> float:
+    def timed(fn) -> tuple[float, float]:
         dist.barrier(group=group)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
 
     def train():
         for _ in range(steps):
             job.step()
 
-    over = []
+    over, cpu = [], []
     for i in range(repeats):
-        plain = timed(train)
-        over.append(timed(lambda: (save(first_step + i), train(), wait())) - plain)
-    return statistics.median(over)
+        plain, plain_cpu = timed(train)
+        saved, saved_cpu = timed(lambda: (save(first_step + i), train(), wait()))
+        over.append(saved - plain)
+        cpu.append(saved_cpu - plain_cpu)
+    return statistics.median(over), statistics.median(cpu)
 
 
 def gloo_probe(group, size_B: float, repeats: int = 5) -> dict:

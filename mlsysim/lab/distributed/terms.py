@@ -62,6 +62,9 @@ timings in the same run):
   b     each engine's time to durable for those saves beside    :func:`.probes.engine_probe` (median 5)
         the steps: DCP's (d_b), this package's to the global
         record (o_b)
+  x     the CPU time of those saves, a rank's process, all its  :func:`.probes.engine_probe` (median 5)
+        threads: DCP's (x_d), this package's (x_o); w_s, DCP's
+        writer thread's in them (as w_d)
   z     a small durable write (commit record: write, fsync,     :func:`measure_terms` (median of 5)
         rename, fsync of the directory)
   B     N durable writers beside N busy processes: the          :func:`beside` (per byte)
@@ -145,7 +148,10 @@ for S / W and S / r (a single reader or writer keeps W and r).
   the writers. N writers on C cores run at C / N of a core each while that is less than one, and the
   ranks run in what is left (the overhead counts what they lose). Overhead per checkpoint
   = N R / c_N + max(o, o_o) + N R (1/k + 1/p) / C (the copy, the engine's fixed cost to the training,
-  the writers' CPU time taken from it). Where :func:`beside` was measured, the busy work's loss (per
+  the writers' CPU time taken from it; max(o, N x_o / C) where x_o was measured: the job at its smallest width
+  trains short steps that hold the interpreter's lock, which a save's background work waits for, where the job's
+  own steps spend most of their time in products that release it; the save's CPU time is what the cores pay,
+  each rank's of its own core's). Where :func:`beside` was measured, the busy work's loss (per
   byte, times S) stands for N R (1/k + 1/p) / C: it holds the kernel's own work for the writes (page
   allocation, writeback), which no one-thread rate shows.
   Where u was measured, the writers' CPU time u S stands for N R (1/k + 1/p), in the durable time
@@ -161,13 +167,10 @@ for S / W and S / r (a single reader or writer keeps W and r).
   both, whatever the gap: it is timed beside the job's churn and at the job's own cadence, so its writes meet
   the memory the job's writes meet. Linux hands the pages it frees to the next allocation before the blocks it
   reported to the host (:mod:`~mlsysim.lab.distributed.beside`), and the writers' page-cache allocations meet
-  the training's page faults in the kernel's allocator. On a machine whose own writes cost little (0.33 ns/B,
-  a 2 GB/s disk) the writers beside the job's churn took 1.5 to 4.4 times that CPU time, and a wait of 6 s
-  before them added little where that was first timed (u_h 1.25 and 1.34 times u at 61 MB). It need not:
-  timed 6 s after the write before, u_c came to 9.2 and 5.4 times u at 61 MB on 2 and 4 ranks
-  (``lab_dist-2026-12-05d``), whose jobs checkpoint every 0.67 and 1.5 s, before the host has the freed
-  pages back, and the overheads there to 0.28 and 0.55 times the model; the runs up to that one timed u_c
-  after the wait, the later ones at the job's cadence. The writes
+  the training's page faults in the kernel's allocator (on a machine whose own writes cost 0.33 ns/B the writers
+  beside the job's churn took 1.5 to 4.4 times that CPU time; timed 6 s after the write before, u_c came to 9.2 and
+  5.4 times u at 61 MB on 2 and 4 ranks, ``lab_dist-2026-12-05d``, whose jobs checkpoint every 0.67 and 1.5 s, and
+  the overheads to 0.28 and 0.55 times the model: the later runs time u_c at the job's cadence). The writes
   take more from the work beside them than the CPU time the guest accounts to them (the host's work
   for the disk and for the pages, the caches). On a virtual machine the host's part is measured as
   such: the CPU time it takes from the guest's cores while the writers run beside busy work (s), so
@@ -193,7 +196,9 @@ for S / W and S / r (a single reader or writer keeps W and r).
   its file in the page cache and calls ``fsync`` at its end: far below the kernel's threshold for background writeback
   (a tenth of the memory, ``dirty_background_ratio``), and long before the pages' 30 s expiry, its bytes go to the disk
   only then, after the CPU work, not beside it. Overhead = N R / F_N + max(d_s, d_o) + N R (1/t + 1/p) / C (d_o: what
-  the save's fixed work, its background thread's included, takes from the steps beside it); without
+  the save's fixed work, its background thread's included, takes from the steps beside it; N (x_d − σ_s /
+  share(N) − w_s) / C in its place where x_d was measured, as x_o, its staging in the copy, its writer's cost per
+  save in w_d where w_d stands for the writer; w_s, as w_d, from 2026-12-07f); without
   :func:`~.probes.engine_probe`, d_s = 2 l and d_d = 2 z + l. Where the gap between checkpoints, less DCP's time from
   its call's return to durable (the older checkpoint is deleted then, its staging dropped), is at least
   :data:`RECLAIM_DELAY_S`, each rank's write into the page cache costs R (1/h − 1/p) more, in the durable time (times
@@ -269,6 +274,7 @@ from ..store import pipelined_s
 from .accounting import overhead_per_checkpoint  # noqa: F401  (re-exported)
 from .beside import RECLAIM_DELAY_S, RECLAIM_WAIT_S, beside, steal_s, together_s  # noqa: F401  (re-exported)
 from .disk import shared_reads_Bps, shared_write_Bps  # noqa: F401  (re-exported)
+from .starts import job_start_s, start_s  # noqa: F401  (re-exported)
 from .tier_reads import map_read_Bps, parallel_map_read_Bps  # noqa: F401  (re-exported)
 
 #: the rendezvous' detection of a dead node, seconds: keep_alive_interval (1 s) x keep_alive_max_attempt (2),
@@ -302,8 +308,9 @@ _RULES = (
       "dcp_stage_own_Bps", "parallel_map_read_Bps", "job_copy_Bps", "job_copy_own_Bps", "job_write_Bps",
       "dcp_job_write_Bps"), 0.0, False, "a measured rate > 0 B/s or None"),
     (("own_stall_s", "dcp_durable_beside_s", "own_durable_beside_s", "dcp_stage_small_s", "job_fixed_durable_s",
-      "dcp_writer_cpu_s"), 0.0, True, "a measured time >= 0 s or None"),
-    (("dcp_overhead_s", "own_overhead_s"), -math.inf, False, "a measured time in seconds or None"),   # differences
+      "dcp_writer_cpu_s", "dcp_writer_small_cpu_s"), 0.0, True, "a measured time >= 0 s or None"),
+    (("dcp_overhead_s", "own_overhead_s", "dcp_overhead_cpu_s", "own_overhead_cpu_s"), -math.inf, False,
+     "a measured time in seconds or None"),   # differences
     (("new_tensor_ddp_s_per_B", "new_tensor_fsdp_s_per_B"), -math.inf, False, "measured seconds per byte or None"),
     (("beside_mean_loss_s_per_B", "busy_share", "beside_steal_s_per_B", "gloo_share"), 0.0, True,
      "a measured value >= 0 or None"),
@@ -387,6 +394,9 @@ class Terms:
     job_fixed_durable_s: float | None = None
     dcp_writer_cpu_s: float | None = None
     job_peer_transfer_s_per_B: float | None = None
+    dcp_overhead_cpu_s: float | None = None
+    own_overhead_cpu_s: float | None = None
+    dcp_writer_small_cpu_s: float | None = None
 
     def __post_init__(self):
         check_integer("cores", self.cores)
@@ -635,6 +645,8 @@ def _job(t: Terms, size_B: float, mode: str, taken_back: bool) -> dict:
         out["terms"].update(writer_cpu_s=cpu, writer_taken_s=taken, idle_taken_s=idle, writer_loss_s=loss)
     out["terms"].update(writers_s=writers, pipeline_fill_s=writers - max(write, cpu_s))
     fixed_o = max(t.own_stall_s or 0.0, t.own_overhead_s or 0.0)     # the engine's fixed cost to training
+    if t.own_overhead_cpu_s is not None:         # its CPU, which every rank's core pays (x_o)
+        fixed_o = max(t.own_stall_s or 0.0, n * t.own_overhead_cpu_s / c)
     fixed_d = 2 * t.sync_s + lat                 # the commit records, the shard records gathered
     if t.own_durable_beside_s is not None:       # the same, timed beside the training's steps
         fixed_d = max(0.0, t.own_durable_beside_s - (t.own_stall_s or 0.0))
@@ -683,9 +695,12 @@ def _dcp_job(t: Terms, terms: dict, rank: float, copied: float, taken_back: bool
         from_training += max(0.0, backed - rebacked / n)     # u_h re-backed this package's windows only
     cached = (k + p + extra) * terms["writers_slowed"]     # into the page cache; written back only by fsync
     write = terms.get("dcp_write_s", terms["write_s"])
+    fixed_o = (t.dcp_overhead_s or 0.0) - small
+    if t.dcp_overhead_cpu_s is not None:         # its CPU (x_d), less its staging and, where w_d holds it, its writer's
+        writer = (t.dcp_writer_small_cpu_s or 0.0) if "dcp_writer_cpu_s" in terms else 0.0
+        fixed_o = n * (t.dcp_overhead_cpu_s - small / share(n, c) - writer) / c
     return {"stall_s": own + fixed_s, "durable_s": copy + fixed_s + cached + write + fixed_d,
-            "overhead_s": copy + max(fixed_s, (t.dcp_overhead_s or 0.0) - small) + loss
-            + n * from_training / c}
+            "overhead_s": copy + max(fixed_s, fixed_o) + loss + n * from_training / c}
 
 
 def refined_restore(t: Terms, scheme: str, size_B: float) -> float:
@@ -757,44 +772,3 @@ def refined_recovery(t: Terms, size_B: float, teardown_s: tuple = (0.0, 0.0)) ->
         out["downtime_peer_s"] = first + t.start_s + out["peer_memory_s"]
         out["downtime_storage_s"] = second + t.start_s + out["storage_s"]
     return out
-
-
-def job_start_s(first_s: float, apart_s: float | None = None) -> float:
-    """T for a job's restarts, in seconds: the mean of the job's own first start (launch to its first resume)
-    and, where one was timed (``apart_s``), a launch of the same job apart (``start_s`` here); ``first_s`` alone
-    without it. A start is one sample of a noisy quantity: Python and PyTorch loaded from the page cache or
-    from the disk, the rendezvous, the process groups, on cores the job's other processes share. In the ten
-    kept runs ``lab_dist-2026-12-05j`` to ``-06g`` the two launches of one job differed by up to 3.9 s (5.8 and
-    9.6 s on 2 nodes x 1), and its restarts fell on either side of its first start, so two samples bound the
-    restarts better than one (the downtimes whose prediction lies within ±25 % of them: 39 of 40 with the mean, 36
-    with the first start alone; in ``-06h``, recorded after, 4 of 4 against 1, its two launches on 2 x 1 taking 6.2
-    and 15.1 s; in ``-06i`` 2 of 4 against 4, its restarts on 2 x 1, 8.7 and 7.6 s, below both launches, 9.5 and
-    15.8 s; in ``-06j`` 1 of 4 against 3; in ``-07``, each loss timed three times, 3 of 4 either way, and in ``-07b``
-    to ``-07e`` 4 of 4 either way: over the eighteen runs 65 of 72 against 63).
-
-    >>> job_start_s(6.65, 9.27), job_start_s(6.65)
-    (7.96, 6.65)
-    """
-    for name, v in (("first_s", first_s), ("apart_s", apart_s)):
-        if (v is not None or name == "first_s") and not (isinstance(v, (int, float)) and 0 < v < math.inf):
-            raise MlsysimError(f"{name} must be a finite start in seconds > 0, got {v!r}")
-    return first_s if apart_s is None else (first_s + apart_s) / 2
-
-
-def start_s(launch, nproc: int, nodes: int = 1, d_model: int = 32, layers: int = 2, repeats: int = 1) -> tuple:
-    """(seconds, of which the preparation) from launching a torchrun job of ``nodes`` agents x ``nproc`` ranks (this
-    lab's worker, this package's engine, its memory tiers) to rank 0's resume event: the processes' start (Python,
-    PyTorch), the rendezvous, the process groups and the job's setup, with the ``concurrent`` engine's preparation
-    of its snapshot buffers (its ``prepared_s`` event; None without one); the least of ``repeats``. The benchmark
-    takes T from it and the killed job's own start (``DistributedRun.start_s``). ``launch``: the launcher's
-    ``launch`` (passed in: the launcher imports this module)."""
-    best = (math.inf, None)
-    for _ in range(repeats):
-        with tempfile.TemporaryDirectory(prefix="mlsysim-start-") as tmp:
-            t0 = time.monotonic()
-            run = launch(tmp, nproc, 1, every=2, engine="concurrent", nodes=nodes, memory=nodes > 1,
-                         d_model=d_model, layers=layers)
-            took = next(t for e, t in zip(run.events, run.times) if "resumed_from" in e) - t0
-            best = min(best, (took, next((e["prepared_s"] for e in run.events if "prepared_s" in e), None)),
-                       key=lambda x: x[0])
-    return best
