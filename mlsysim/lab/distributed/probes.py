@@ -80,7 +80,7 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
         steps = max(every)
         first = dict(zip(saves, (5000, 6000)))           # each engine's saves numbered from its own step
         for k in saves:
-            out[k], out[k.replace("_s", "_cpu_s")] = fixed_overhead_s(
+            out[k], out[k.removesuffix("_s") + "_cpu_s"] = fixed_overhead_s(
                 job, group, saves[k], waits[k], min(64, max(4, steps)), repeats, first_step=first[k])
         writer = [s for step, s in dcp_engine.writer_cpu_s.items() if step >= first["dcp_overhead_s"]]
         out["dcp_writer_small_cpu_s"] = statistics.median(writer) if writer else None

@@ -150,8 +150,8 @@ for S / W and S / r (a single reader or writer keeps W and r).
   = N R / c_N + max(o, o_o) + N R (1/k + 1/p) / C (the copy, the engine's fixed cost to the training,
   the writers' CPU time taken from it; max(o, N x_o / C) where x_o was measured: the job at its smallest width
   trains short steps that hold the interpreter's lock, which a save's background work waits for, where the job's
-  own steps spend most of their time in products that release it; the save's CPU time is what the cores pay,
-  each rank's of its own core's). Where :func:`beside` was measured, the busy work's loss (per
+  own steps spend most of their time in products that release it; N ranks' saves take N x_o seconds of CPU from
+  the C cores the training runs on). Where :func:`beside` was measured, the busy work's loss (per
   byte, times S) stands for N R (1/k + 1/p) / C: it holds the kernel's own work for the writes (page
   allocation, writeback), which no one-thread rate shows.
   Where u was measured, the writers' CPU time u S stands for N R (1/k + 1/p), in the durable time
