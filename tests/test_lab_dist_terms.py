@@ -116,7 +116,6 @@ def test_the_job_worked_numbers():
     assert round(slow - timed, 3) == 0.75
 
 
-
 def test_each_engine_s_fixed_cost_to_the_training_is_its_save_s_cpu_where_measured():
     # the saves of the job at its smallest width cost its short steps 50 ms (this package's) and 0.1 s (DCP's) of
     # their time, but 3 ms and 50 ms of CPU: the CPU stands for the time, N x / C (each rank's on its own core)
@@ -149,6 +148,7 @@ def test_each_engine_s_fixed_cost_to_the_training_is_its_save_s_cpu_where_measur
         dataclasses.replace(T, dcp_writer_small_cpu_s=-0.01)
     with pytest.raises(MlsysimError, match="own_overhead_cpu_s must be a measured time in seconds or None"):
         dataclasses.replace(T, own_overhead_cpu_s=math.nan)
+
 
 def test_the_restores_and_recoveries_worked_numbers():
     got = {s: round(terms.refined_restore(T, s, 1e9), 3) for s in ("sharded", "broadcast", "replicated")}
