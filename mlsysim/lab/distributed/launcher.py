@@ -42,6 +42,7 @@ from pathlib import Path
 from ...errors import MlsysimError
 from . import shards, tiers
 from .checks import ENGINES, KEEP, KILLS, MODES, check_kill, check_nodes, check_probe_terms, check_world  # noqa: F401
+from .failures import failure_line  # noqa: F401
 from .predict import job_prediction
 from .terms import overhead_per_checkpoint
 
@@ -53,12 +54,6 @@ RDZV_CONF = (("join_timeout", 60), ("last_call_timeout", 3), ("close_timeout", 5
 
 class LaunchError(MlsysimError):
     """The job could not be launched or did not finish (the message says why, in one line)."""
-
-
-def failure_line(stderr: str) -> str:
-    """": " and the last line of ``stderr`` naming an error, not torchrun's closing ChildFailedError ("" if none)."""
-    lines = [ln for ln in stderr.splitlines() if ("Error" in ln or "error:" in ln) and "ChildFailedError" not in ln]
-    return f": {lines[-1].strip()}" if lines else ""
 
 
 def free_port() -> int:

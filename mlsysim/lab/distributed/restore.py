@@ -82,9 +82,10 @@ from ...measure import drop_page_cache
 from .. import store
 from ..checksum import crc32
 from . import shards
+from .failures import failure_line
+from .launcher import LaunchError, _kill, check_world, free_port, has_torch
 from .predict import SCHEME_MODE, SCHEMES, DistMachine, RestorePrediction, JobPrediction, measure_dist_machine, \
     predict_job, predict_restore
-from .launcher import LaunchError, _kill, check_world, failure_line, free_port, has_torch
 
 MODES = ("ddp", "fsdp")
 
