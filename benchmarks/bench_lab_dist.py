@@ -30,7 +30,8 @@ For every world size N and state size it runs, with ``torchrun`` on this CPU (gl
   then checkpoints every ``EVERY`` steps; each checkpoint's cycle (its stall and the two steps after it)
   less the two steps after those, the last before the next checkpoint: a baseline in the same stretch
   of the job; their mean, and the same of rank 0's CPU time
-  (:func:`mlsysim.lab.distributed.accounting.overhead_per_checkpoint`).
+  (:func:`mlsysim.lab.distributed.accounting.overhead_per_checkpoint`); rank 0's step ends are kept
+  (``step_ends_s``, from 2026-12-08 on), so that another cycle can be taken from the record.
 
 Every figure has two predictions beside it: the first (``naive``: :mod:`mlsysim.lab.distributed.predict`,
 ``ms.checkpoint`` with a copy, a write and a read rate) and the refined one
@@ -106,7 +107,8 @@ def _engine(run, naive: dict, refined: dict) -> dict:
             "overheads_s": list(run.overheads_s),
             "plain_step_s": run.plain_step_s, "plain_step_cpu_s": run.plain_step_cpu_s,
             "overheads_cpu_s": None if run.overheads_cpu_s is None else list(run.overheads_cpu_s),
-            "overhead_cpu_s": run.overhead_cpu_s, "job_terms": run.job_terms,
+            "overhead_cpu_s": run.overhead_cpu_s,
+            "step_ends_s": None if run.step_ends_s is None else list(run.step_ends_s), "job_terms": run.job_terms,
             "predicted": {"naive": naive, "refined": refined}}
 
 

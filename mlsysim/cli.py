@@ -613,8 +613,10 @@ def _add_lab(commands) -> None:
     d.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
     d.add_argument("--every", type=int, default=2, help="checkpoint every this many steps (default 2)")
     d.add_argument("--plain-steps", type=int, default=0,
-                   help="train the first this many steps without checkpoints and measure the overhead per "
-                        "checkpoint against them (overhead_s; 2 to steps - 1; default 0: not measured)")
+                   help="train the first this many steps without checkpoints, then measure the overhead per "
+                        "checkpoint (overhead_s: with --every 4 or more, the first half of each checkpoint's "
+                        "interval against its second; else against the plain steps; 2 to steps - 1; default 0: "
+                        "not measured)")
     d.add_argument("--seed", type=int, default=0, help="seed of the model, the data order and a random kill")
     d.add_argument("--dir", help="where the runs write (default: a temporary directory, removed afterwards)")
     d.add_argument("--refined", action="store_true",

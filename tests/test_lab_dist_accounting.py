@@ -77,3 +77,10 @@ def test_each_cycle_less_its_baseline():
 def test_bad_input_is_refused_by_name(call, match):
     with pytest.raises(MlsysimError, match=match):
         call()
+
+
+def test_rank_0_s_step_ends_are_kept_from_the_first_and_none_where_a_step_is_missing():
+    ev = [{"step": s, "t": 10.0 + 0.5 * s} for s in range(1, 13)]
+    o = accounting.overhead_per_checkpoint(ev, every=4, plain=4)
+    assert o["step_ends_s"] == [0.5 * k for k in range(12)]
+    assert accounting.overhead_per_checkpoint(ev[:6] + ev[7:], every=4, plain=4)["step_ends_s"] is None

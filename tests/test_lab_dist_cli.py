@@ -125,6 +125,8 @@ def test_the_refined_model_beside_a_run_through_the_command_line(tmp_path):
     d = json.loads(r.stdout)
     p = d["prediction"]
     assert d["memory_s"] is None and d["overhead_s"] is not None           # storage only, the overhead measured
+    ends = d["step_ends_s"]                     # rank 0's step ends, kept: another cycle can be taken from them
+    assert len(ends) == 12 and ends[0] == 0 and all(b > a for a, b in zip(ends, ends[1:]))
     assert p["refined_state_B"] == p["size_B"]                             # the restore job's state is the run's
     assert 0 < p["refined_stall_s"] < p["refined_durable_s"] and p["refined_overhead_s"] > 0
     t = p["refined_terms"]

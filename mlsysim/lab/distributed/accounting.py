@@ -195,7 +195,9 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     after it), ``overhead_s`` (their mean: what the training paid in all, per checkpoint, as a run
     with checkpoints less one without; None without any) and, where the events hold ``cpu``, the same
     of the rank's CPU time (``overheads_cpu_s``, ``overhead_cpu_s``: its own background work, a
-    writer thread's included, beside what the training's threads spent more).
+    writer thread's included, beside what the training's threads spent more) and ``step_ends_s`` (rank 0's clock
+    at the end of steps 1, 2, ... from the first's; None where a step is missing): another cycle can be taken
+    from a record.
 
     >>> ev = [{"step": s, "t": 0.1 * s + (0.05 if s > 6 else 0) + (0.03 if s > 8 else 0)} for s in range(1, 11)]
     >>> o = overhead_per_checkpoint(ev, every=2, plain=4)
@@ -205,6 +207,8 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     >>> o = overhead_per_checkpoint([{"step": s, "t": x} for s, x in enumerate(t, start=1)], every=4, plain=4)
     >>> [round(x, 3) for x in o["overheads_s"]]     # against the plain steps, the second would be 0.3 - 0.4
     [0.05, 0.0]
+    >>> [round(x, 2) for x in o["step_ends_s"][:3]], len(o["step_ends_s"])
+    ([0.0, 0.2, 0.4], 16)
     """
     check_integer("every", every)
     if type(plain) is not int or plain < 2:
@@ -232,4 +236,5 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
     return {"plain_step_s": step, "plain_step_cpu_s": statistics.median(cpu_base) if cpu_base else None,
             "plain_churn_Bps": churn_Bps(events, plain), "plain_gloo_cpu_s": gloo_cpu_s(events, plain),
             "overheads_s": over, "overhead_s": statistics.mean(over) if over else None,
-            "overheads_cpu_s": cpu_over, "overhead_cpu_s": statistics.mean(cpu_over) if cpu_over else None}
+            "overheads_cpu_s": cpu_over, "overhead_cpu_s": statistics.mean(cpu_over) if cpu_over else None,
+            "step_ends_s": [t[s] - t[1] for s in range(1, max(t) + 1)] if set(t) == set(range(1, max(t) + 1)) else None}

@@ -516,8 +516,8 @@ class DistributedRun:
     ``teardown_s``: for each node lost, the driver's seconds from the kill until it started the replacement (the
     lost processes gone, the lost node's memory tier erased). With ``plain_steps`` (steps without checkpoints
     first): ``plain_step_s``, ``plain_churn_Bps``, ``plain_gloo_cpu_s``, ``overheads_s``, ``overhead_s``, the same
-    of rank 0's CPU (:func:`~.accounting.overhead_per_checkpoint`). ``reference_losses``: the uninterrupted run's
-    loss at steps 1, 2, ... (exact floats). ``prediction``: :mod:`mlsysim.lab.distributed.predict`'s for this job on
+    of rank 0's CPU, ``step_ends_s`` (:func:`~.accounting.overhead_per_checkpoint`). ``reference_losses``: the
+    uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``: :mod:`mlsysim.lab.distributed.predict`'s for this job on
     this machine (with ``predict=True``); with a node lost, its ``downtime_s``: each loss's teardown + the job's own
     start (both measured) + the predicted recovery. ``job_terms``: the job's own terms, timed at its end (with
     ``probe_terms``; else None)."""
@@ -572,10 +572,12 @@ class DistributedRun:
     overhead_s: float | None = None
     overheads_cpu_s: tuple | None = None
     overhead_cpu_s: float | None = None
+    step_ends_s: tuple | None = None
     job_terms: dict | None = None
 
     def __str__(self) -> str:
-        text = "\n".join(f"{k:28s} {getattr(self, k)}" for k in self.__dataclass_fields__ if k != "prediction")
+        text = "\n".join(f"{k:28s} {getattr(self, k)}" for k in self.__dataclass_fields__
+                         if k not in ("prediction", "step_ends_s"))          # the step ends: in the JSON
         if self.prediction:
             text += "\n" + "\n".join(f"{'predicted ' + k:28s} {v}" for k, v in self.prediction.items()
                                      if not isinstance(v, dict))     # not the refined model's terms: in the JSON
@@ -623,7 +625,7 @@ def _reference_run(base: Path, nproc: int, steps: int, nodes: int, root, memory:
     if reference is not None:
         names = ("stall_s", "durable_s", "stalls_s", "durables_s", "shards_s", "prepare_s", "memory_s",
                  "memory_stall_s", "plain_step_s", "plain_step_cpu_s", "plain_churn_Bps", "plain_gloo_cpu_s",
-                 "overheads_s", "overhead_s", "overheads_cpu_s", "overhead_cpu_s", "job_terms")
+                 "overheads_s", "overhead_s", "overheads_cpu_s", "overhead_cpu_s", "step_ends_s", "job_terms")
         return dict(enumerate(reference.reference_losses, start=1)), {k: getattr(reference, k) for k in names}, None
     ref = launch(base / "reference", nproc, steps, nodes=nodes, memory_root=root and root / "reference", **kw)
     ref_losses = losses(ref.events)
