@@ -517,10 +517,10 @@ class DistributedRun:
     lost processes gone, the lost node's memory tier erased). With ``plain_steps`` (steps without checkpoints
     first): ``plain_step_s``, ``plain_churn_Bps``, ``plain_gloo_cpu_s``, ``overheads_s``, ``overhead_s``, the same
     of rank 0's CPU, ``step_ends_s`` (:func:`~.accounting.overhead_per_checkpoint`). ``reference_losses``: the
-    uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``: :mod:`mlsysim.lab.distributed.predict`'s for this job on
-    this machine (with ``predict=True``); with a node lost, its ``downtime_s``: each loss's teardown + the job's own
-    start (both measured) + the predicted recovery. ``job_terms``: the job's own terms, timed at its end (with
-    ``probe_terms``; else None)."""
+    uninterrupted run's loss at steps 1, 2, ... (exact floats). ``prediction``:
+    :mod:`mlsysim.lab.distributed.predict`'s for this job on this machine (with ``predict=True``); with a node lost,
+    its ``downtime_s``: each loss's teardown + the job's own start (both measured) + the predicted recovery.
+    ``job_terms``: the job's own terms, timed at its end (with ``probe_terms``; else None)."""
 
     engine: str
     mode: str
