@@ -1,4 +1,5 @@
-"""Why a torchrun job failed, read from a real job's stderr: the rank that failed first, not its peers' echo."""
+"""Why a torchrun job failed, read from a real job's stderr: every failed rank with its own error, not only its
+peers' echo."""
 import subprocess
 import sys
 import textwrap
@@ -33,7 +34,7 @@ def _failed_job(tmp_path, failure: str) -> str:
 def test_the_failure_names_the_rank_that_raised_and_its_own_error(tmp_path):
     pytest.importorskip("torch")
     err = _failed_job(tmp_path, 'raise ValueError("shard 3 is short by 12 bytes")')
-    code = next(c for r, c, _ in failed_ranks(err) if r == 1)    # 1, or SIGABRT where gloo's threads abort the exit
+    code = next(c for r, c, _ in failed_ranks(err) if r == 1)    # 1, or -6 where its exit is aborted (SIGABRT)
     assert code != 0
     line = failure_line(err)
     assert f"rank 1 exited with {code}" in line and "ValueError: shard 3 is short by 12 bytes" in line, line

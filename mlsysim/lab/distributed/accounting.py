@@ -237,4 +237,4 @@ def overhead_per_checkpoint(events, every: int, plain: int) -> dict:
             "plain_churn_Bps": churn_Bps(events, plain), "plain_gloo_cpu_s": gloo_cpu_s(events, plain),
             "overheads_s": over, "overhead_s": statistics.mean(over) if over else None,
             "overheads_cpu_s": cpu_over, "overhead_cpu_s": statistics.mean(cpu_over) if cpu_over else None,
-            "step_ends_s": [t[s] - t[1] for s in range(1, max(t) + 1)] if set(t) == set(range(1, max(t) + 1)) else None}
+            "step_ends_s": [t[s] - t[1] for s in sorted(t)] if set(t) == set(range(1, max(t) + 1)) else None}

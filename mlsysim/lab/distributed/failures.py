@@ -32,7 +32,7 @@ def failed_ranks(stderr: str) -> list[tuple[int, int, str]]:
     """
     out: list = []
     for summary in stderr.split("Failures:")[1:]:
-        root, _, others = summary.partition(_ROOT)[::-1] if _ROOT in summary else ("", "", summary)
+        others, _, root = summary.partition(_ROOT)          # no root cause: all of it the others
         for m in [*_FAILED.finditer(root), *_FAILED.finditer(others)]:
             rank = int(m.group(1))
             if all(rank != r for r, _, _ in out):

@@ -42,7 +42,7 @@ from pathlib import Path
 from ...errors import MlsysimError
 from . import shards, tiers
 from .checks import ENGINES, KEEP, KILLS, MODES, check_kill, check_nodes, check_probe_terms, check_world  # noqa: F401
-from .failures import failure_line  # noqa: F401
+from .failures import failure_line
 from .predict import job_prediction
 from .terms import overhead_per_checkpoint
 
