@@ -16,6 +16,9 @@ from ...errors import check_integer
 from .staging import dcp_stage, local_B  # noqa: F401  (re-exported: timed in the restore job)
 from .staging import gathered_commit
 
+OVERHEAD_REPEATS = 40     # pairs of :func:`fixed_overhead_s` per engine (5 in the kept runs up to 2026-12-08): four
+                          # steps' CPU time spread by 15 ms on 2 ranks, about twice a save's fixed CPU time
+
 
 def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
     """In a running gloo job (every rank calls it): each engine's fixed cost per save, measured on the
@@ -26,11 +29,14 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
     plans made, gathered and scattered, the staging: ``dcp_stage_small_s``, :func:`dcp_stage`), and
     ``dcp_durable_s``, until the save is committed; this package's ``concurrent`` engine on the rank's
     shard (two buffers, one writer, as the job runs it): ``own_stall_s``, until ``save`` returns (the
-    layout, the copy, the hand-over to the writer). The median of ``repeats`` each, after one untimed
-    save of each engine (its first sets up its buffers and threads). Then each engine's fixed overhead
-    per save (``dcp_overhead_s``, ``own_overhead_s``) and the CPU time it takes (``dcp_overhead_cpu_s``,
-    ``own_overhead_cpu_s``): :func:`fixed_overhead_s`; DCP's writer thread's CPU time in those saves
-    (``dcp_writer_small_cpu_s``, the median, by the thread's clock as the job times it); each engine's time to
+    layout, the copy, the hand-over to the writer), and ``own_durable_s``, until its ``wait`` returns. The
+    median of ``repeats`` each, after one untimed save of each engine (its first sets up its buffers and
+    threads). Then each engine's fixed overhead per save (``dcp_overhead_s``, ``own_overhead_s``) and the
+    CPU time it takes (``dcp_overhead_cpu_s``, ``own_overhead_cpu_s``): :func:`fixed_overhead_s`, the median
+    of :data:`OVERHEAD_REPEATS` pairs, each engine's save inside as many steps as twice its own time to
+    durable (4 to 64; both inside twice DCP's, 5 pairs, in the kept runs up to 2026-12-08); DCP's writer
+    thread's CPU time in those saves (``dcp_writer_small_cpu_s``, the median, by the thread's clock as the job
+    times it); each engine's time to
     durable for the saves made there, beside the training steps (``dcp_durable_beside_s``,
     ``own_durable_beside_s``: the median): the job's saves run beside its steps, whose threads the save's
     own threads wait for. This package's engine commits as the job's does: every shard durable, the records
@@ -52,17 +58,17 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
     committed = {}                   # as the job commits: every rank's record to rank 0, the global record durable
     own = make_engine("concurrent", shards.rank_dir(base / "own", rank), keep=NEVER_PRUNE, buffers=2, writers=1,
                       on_commit=gathered_commit(group, base, committed))
-    timed = {"dcp_stall_s": [], "dcp_durable_s": [], "own_stall_s": []}
+    timed = {"dcp_stall_s": [], "dcp_durable_s": [], "own_stall_s": [], "own_durable_s": []}
     try:
         for step in range(1, repeats + 2):
             dist.barrier(group=group)
             stall = dcp_engine.save(step, job.dcp_state())
             durable = dcp_engine.summary()[-1].durable_s      # waits for the save
-            state, _ = job.shard_state()
-            own_stall = own.save(step, state)
+            t0 = time.perf_counter()
+            own_stall = own.save(step, job.shard_state()[0])
             own.wait()
             if step > 1:
-                for k, v in zip(timed, (stall, durable, own_stall)):
+                for k, v in zip(timed, (stall, durable, own_stall, time.perf_counter() - t0)):
                     timed[k].append(v)
         out = {k: statistics.median(v) for k, v in timed.items()}
         out["dcp_stage_small_s"] = (dcp_stage(group, job) or {}).get("dcp_stage_s")   # held in dcp_stall_s
@@ -74,14 +80,15 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
 
         saves = {"dcp_overhead_s": lambda s: dcp_engine.save(s, job.dcp_state()), "own_overhead_s": own_save}
         waits = {"dcp_overhead_s": dcp_engine.wait, "own_overhead_s": own.wait}
-        mine = math.ceil(2 * out["dcp_durable_s"] / _step_s(job, group))    # the slower save done inside them
+        step_s = _step_s(job, group)
+        mine = {k: math.ceil(2 * out[d] / step_s) for k, d in zip(saves, ("dcp_durable_s", "own_durable_s"))}
         every = [None] * world
         dist.all_gather_object(every, mine, group=group)       # every rank trains the same steps
-        steps = max(every)
         first = dict(zip(saves, (5000, 6000)))           # each engine's saves numbered from its own step
         for k in saves:
+            steps = min(64, max(4, max(e[k] for e in every)))   # the save done inside them
             out[k], out[k.removesuffix("_s") + "_cpu_s"] = fixed_overhead_s(
-                job, group, saves[k], waits[k], min(64, max(4, steps)), repeats, first_step=first[k])
+                job, group, saves[k], waits[k], steps, OVERHEAD_REPEATS, first_step=first[k])
         writer = [s for step, s in dcp_engine.writer_cpu_s.items() if step >= first["dcp_overhead_s"]]
         out["dcp_writer_small_cpu_s"] = statistics.median(writer) if writer else None
         beside = [r.durable_s for r in dcp_engine.summary() if r.step >= first["dcp_overhead_s"]]

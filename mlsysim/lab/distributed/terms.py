@@ -55,14 +55,15 @@ timings in the same run):
         rank's bytes (all together)                             (median of 3)
   l     a small collective of gloo (``all_gather_object``)      :func:`.probes.gloo_probe` (best of 5)
   d     ``dcp.async_save`` of the job at its smallest width:    :func:`.probes.engine_probe` (median 5)
-        its call (d_s), until durable (d_d) and its cost to
-        the training steps beside it (d_o), bytes aside
-  o     this package's ``save`` of the same, its call (o) and   :func:`.probes.engine_probe` (median 5)
-        its cost to the steps beside it (o_o)
-  b     each engine's time to durable for those saves beside    :func:`.probes.engine_probe` (median 5)
-        the steps: DCP's (d_b), this package's to the global
+        its call (d_s), until durable (d_d) and its cost to     (d_o: of 40 pairs, a save's steps and
+        the training steps beside it (d_o), bytes aside         the same steps without it; of 5 up to
+                                                                2026-12-08)
+  o     this package's ``save`` of the same, its call (o) and   :func:`.probes.engine_probe` (median 5;
+        its cost to the steps beside it (o_o)                   o_o as d_o)
+  b     each engine's time to durable for those saves beside    :func:`.probes.engine_probe` (median of
+        the steps: DCP's (d_b), this package's to the global    40, of 5 up to 2026-12-08)
         record (o_b)
-  x     the CPU time of those saves, a rank's process, all its  :func:`.probes.engine_probe` (median 5)
+  x     the CPU time of those saves, a rank's process, all its  :func:`.probes.engine_probe` (as d_o)
         threads: DCP's (x_d), this package's (x_o); w_s, DCP's
         writer thread's in them (as w_d)
   z     a small durable write (commit record: write, fsync,     :func:`measure_terms` (median of 5)
