@@ -84,3 +84,21 @@ def test_rank_0_s_step_ends_are_kept_from_the_first_and_none_where_a_step_is_mis
     o = accounting.overhead_per_checkpoint(ev, every=4, plain=4)
     assert o["step_ends_s"] == [0.5 * k for k in range(12)]
     assert accounting.overhead_per_checkpoint(ev[:6] + ev[7:], every=4, plain=4)["step_ends_s"] is None
+
+
+def test_a_cycle_of_half_the_interval_gives_the_recorded_overheads_and_a_shorter_one_its_own():
+    rng = np.random.default_rng(3)
+    dt = 1.0 + 0.05 * rng.standard_normal(40)          # steps 1 to 40; a checkpoint after 8, 12, ..., 36
+    dt[8:40:4] += 0.3                                   # each checkpoint's first step (9, 13, ...) holds 0.3 s more
+    t = np.cumsum(dt)
+    ev = [{"step": s, "t": float(x)} for s, x in enumerate(t, start=1)]
+    o = accounting.overhead_per_checkpoint(ev, every=4, plain=4)
+    two = accounting.cycle_overheads(o["step_ends_s"], every=4, plain=4, cycle=2)
+    assert np.allclose(two, o["overheads_s"]) and len(two) == 8
+    one = accounting.cycle_overheads(o["step_ends_s"], every=4, plain=4, cycle=1)
+    assert abs(np.mean(one) - 0.3) < 0.1 and abs(np.mean(two) - 0.3) < 0.1
+    for bad in (0, 4):
+        with pytest.raises(MlsysimError, match="cycle must be"):
+            accounting.cycle_overheads(o["step_ends_s"], every=4, plain=4, cycle=bad)
+    with pytest.raises(MlsysimError, match="1 to every - 1 = 3 steps, got 4"):
+        accounting.cycle_overheads(o["step_ends_s"], every=4, plain=4, cycle=4)

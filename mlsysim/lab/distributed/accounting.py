@@ -109,6 +109,32 @@ def checkpoint_cycles(steps, every: int, plain: int) -> list[tuple[int, int, int
             if s > plain and s % every == 0 and s + every in steps and s + h in steps and s + 2 * h in steps]
 
 
+def cycle_overheads(step_ends_s, every: int, plain: int, cycle: int) -> list[float]:
+    """Each checkpoint's overhead (seconds) with a cycle of ``cycle`` steps, from rank 0's step ends
+    (``step_ends_s``, steps 1, 2, ... as :func:`overhead_per_checkpoint` keeps them): the first ``cycle`` steps
+    after the checkpoint (its stall included) less the rest of its interval, ``every`` − ``cycle`` steps, scaled
+    to ``cycle`` steps; the checkpoints of :func:`checkpoint_cycles`. ``cycle`` = ``every // 2`` gives the
+    recorded ``overheads_s``; a shorter cycle leaves fewer steps to spread, but counts in the baseline any step
+    after the first that the checkpoint still slows.
+
+    >>> ends = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.5, 9.6, 10.6, 11.6]   # step 9 holds 0.5 s, step 10 0.1 s
+    >>> [round(x, 3) for x in cycle_overheads(ends, every=4, plain=4, cycle=2)]
+    [0.6]
+    >>> [round(x, 3) for x in cycle_overheads(ends, every=4, plain=4, cycle=1)]   # step 10 in the baseline
+    [0.467]
+    """
+    check_integer("every", every)
+    check_integer("cycle", cycle)
+    if not 1 <= cycle < every:
+        raise MlsysimError(f"cycle must be 1 to every - 1 = {every - 1} steps, got {cycle}")
+    end = dict(enumerate(step_ends_s, start=1))
+    out = []
+    for s, _, _ in checkpoint_cycles(end, every, plain):
+        held, rest = end[s + cycle] - end[s], end[s + every] - end[s + cycle]
+        out.append(held - rest * cycle / (every - cycle))
+    return out
+
+
 def churn_Bps(events, plain: int) -> float | None:
     """Bytes per second of memory that rank 0's threads fault in (minor faults x the page size) in a plain
     step, the median of the plain steps after the first, from the step events' ``acct`` (:func:`snapshot`);
