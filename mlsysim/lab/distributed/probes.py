@@ -36,10 +36,9 @@ def engine_probe(group, directory, layers: int, repeats: int = 5) -> dict:
     of :data:`OVERHEAD_REPEATS` pairs, each engine's save inside as many steps as twice its own time to
     durable (4 to 64; both inside twice DCP's, 5 pairs, in the kept runs up to 2026-12-08); DCP's writer
     thread's CPU time in those saves (``dcp_writer_small_cpu_s``, the median, by the thread's clock as the job
-    times it); each engine's time to
-    durable for the saves made there, beside the training steps (``dcp_durable_beside_s``,
-    ``own_durable_beside_s``: the median): the job's saves run beside its steps, whose threads the save's
-    own threads wait for. This package's engine commits as the job's does: every shard durable, the records
+    times it); each engine's time to durable for the saves made there, beside the training steps
+    (``dcp_durable_beside_s``, ``own_durable_beside_s``: the median): the job's saves run beside its steps,
+    whose threads the save's own threads wait for. This package's engine commits as the job's does: every shard durable, the records
     are gathered to rank 0 (on ``group``), which writes the global record durably, where its durable ends."""
     import torch.distributed as dist
     from ..engines import make_engine
