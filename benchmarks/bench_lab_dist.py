@@ -76,7 +76,8 @@ CHECKPOINTS = ((500e6, 41), (math.inf, 13))   # per run, by state size: (below t
                              # (results.cycles_needed). At a gigabyte the `concurrent` overhead's spread asked for
                              # 71 to 791 cycles in the runs 2026-12-05j to 2026-12-06, hours of the job: 12 stay.
                              # The kept runs up to 2026-12-05m took 25 below 100 MB, 13 above.
-JOB_TIMEOUT_S = 900          # a job's limit: 56 steps of the slowest point (4 ranks, 1 GB) take about 250 s
+JOB_TIMEOUT_S = 900          # a job's limit: 56 steps of the slowest point (4 ranks, 1 GB) take about 250 s, its
+                             # restore job about 300 s (5 rounds, the probes; 300 s, its limit up to 2026-12-08b)
 RESTORES = 5                 # each restore scheme timed five times in one job: the median
 NODE_LOSS_STEPS, NODE_LOSS_EVERY = 6, 2   # the two-node run that loses a node: three checkpoints
 PEER_PROBES = 3   # the uninterrupted two-node job times the recovery's transfer this many times at its end
@@ -151,7 +152,7 @@ def _point(nproc: int, size_B: float, layers: int, say) -> tuple[dict, object]:
     say(f"{tag}: restores")
     rest, _ = _twice(lambda: measure_restores(nproc=nproc, d_model=cfg.d_model, layers=layers, machine=None,
                                               repeats=RESTORES, probe_B=min(refine.PROBE_B, cfg.state_B),
-                                              stage_steps=EVERY), say)
+                                              stage_steps=EVERY, timeout_s=JOB_TIMEOUT_S), say)
     say(f"{tag}: the terms")
     t = refine.job_terms(conc, rest, gap_s=EVERY * dcpa.plain_step_s, dcp_run=dcpa)   # u_f at DCP's own gap
     naive_m = predict.dist_machine(t.copy_Bps, t.write_Bps, t.read_cold_Bps, predict.loopback_Bps(refine.PROBE_B))
