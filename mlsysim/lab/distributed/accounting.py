@@ -113,9 +113,9 @@ def cycle_overheads(step_ends_s, every: int, plain: int, cycle: int) -> list[flo
     """Each checkpoint's overhead (seconds) with a cycle of ``cycle`` steps, from rank 0's step ends
     (``step_ends_s``, steps 1, 2, ... as :func:`overhead_per_checkpoint` keeps them): the first ``cycle`` steps
     after the checkpoint (its stall included) less the rest of its interval, ``every`` − ``cycle`` steps, scaled
-    to ``cycle`` steps; the checkpoints of :func:`checkpoint_cycles`. ``cycle`` = ``every // 2`` gives the
-    recorded ``overheads_s``; a shorter cycle leaves fewer steps to spread, but counts in the baseline any step
-    after the first that the checkpoint still slows.
+    to ``cycle`` steps; the checkpoints of :func:`checkpoint_cycles`. ``cycle`` = ``every`` / 2 (``every`` even, as
+    the lab's jobs take it) gives the recorded ``overheads_s``; a shorter cycle leaves fewer steps to spread, but
+    counts in the baseline any step after the first that the checkpoint still slows.
 
     >>> ends = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.5, 9.6, 10.6, 11.6]   # step 9 holds 0.5 s, step 10 0.1 s
     >>> [round(x, 3) for x in cycle_overheads(ends, every=4, plain=4, cycle=2)]
